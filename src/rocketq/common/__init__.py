@@ -1,0 +1,1 @@
+"""common layer of rocketq (see ARCHITECTURE.md)."""

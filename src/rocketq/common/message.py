@@ -1,0 +1,168 @@
+"""The message model: what a producer sends and what the store keeps.
+
+Mirrors RocketMQ's ``Message`` / ``MessageExt`` / ``MessageExtBrokerInner``
+(``common/message``), and the names of ``MessageConst`` and ``MessageSysFlag``.
+The byte layout of a stored message lives in :mod:`rocketq.common.codec`; this
+module only holds the fields and the property-string rules (store-format §3.5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+# --- MessageSysFlag (store-format §3.4) ------------------------------------
+COMPRESSED_FLAG: Final = 0x1
+MULTI_TAGS_FLAG: Final = 0x2
+TRANSACTION_NOT_TYPE: Final = 0x0
+TRANSACTION_PREPARED_TYPE: Final = 0x4
+TRANSACTION_COMMIT_TYPE: Final = 0x8
+TRANSACTION_ROLLBACK_TYPE: Final = 0xC
+TRANSACTION_MASK: Final = 0xC
+BORNHOST_V6_FLAG: Final = 0x10
+STOREHOSTADDRESS_V6_FLAG: Final = 0x20
+NEED_UNWRAP_FLAG: Final = 0x40
+INNER_BATCH_FLAG: Final = 0x80
+COMPRESSION_TYPE_MASK: Final = 0x700
+COMPRESSION_ZLIB: Final = 3
+
+
+def transaction_type(sys_flag: int) -> int:
+    return sys_flag & TRANSACTION_MASK
+
+
+def compression_type(sys_flag: int) -> int:
+    """1 = LZ4, 2 = ZSTD, 3 = ZLIB; 0 (older producers) means ZLIB."""
+    return (sys_flag & COMPRESSION_TYPE_MASK) >> 8
+
+
+# --- MessageConst property names (§3.5.3) -----------------------------------
+PROPERTY_KEYS: Final = "KEYS"
+PROPERTY_TAGS: Final = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK: Final = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL: Final = "DELAY"
+PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID: Final = "REAL_QID"
+PROPERTY_TRANSACTION_PREPARED: Final = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP: Final = "PGROUP"
+PROPERTY_MIN_OFFSET: Final = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET: Final = "MAX_OFFSET"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: Final = "UNIQ_KEY"
+PROPERTY_CLUSTER: Final = "CLUSTER"
+PROPERTY_ORIGIN_MESSAGE_ID: Final = "ORIGIN_MESSAGE_ID"
+PROPERTY_RECONSUME_TIME: Final = "RECONSUME_TIME"
+PROPERTY_MAX_RECONSUME_TIMES: Final = "MAX_RECONSUME_TIMES"
+PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
+PROPERTY_TRANSACTION_CHECK_TIMES: Final = "TRANSACTION_CHECK_TIMES"
+PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+TRANSIENT_PREFIX: Final = "__RMQ.TRANSIENT."
+KEY_SEPARATOR: Final = " "
+
+NAME_VALUE_SEPARATOR: Final = "\x01"
+PROPERTY_SEPARATOR: Final = "\x02"
+
+
+def properties_to_string(properties: dict[str, str]) -> str:
+    """``MessageDecoder.messageProperties2String`` of RocketMQ 4.9: entries in dict order.
+
+    ``name 0x01 value`` entries joined by 0x02, with no separator after the last
+    one (what a 4.9.4 broker stores; 5.x adds a trailing 0x02, which readers
+    accept either way). Entries whose value is None are skipped, as are
+    transient names, which are never stored.
+    """
+    return "\x02".join(
+        f"{name}\x01{value}"
+        for name, value in properties.items()
+        if value is not None and not name.startswith(TRANSIENT_PREFIX)
+    )
+
+
+def string_to_properties(s: str) -> dict[str, str]:
+    """``MessageDecoder.string2messageProperties`` (§3.5.2).
+
+    A segment needs a non-empty name and value; anything else is dropped, and a
+    later duplicate name wins.
+    """
+    props: dict[str, str] = {}
+    if not s:
+        return props
+    for seg in s.split("\x02"):
+        if len(seg) >= 3:
+            k = seg.find("\x01")
+            if 0 < k < len(seg) - 1:
+                props[seg[:k]] = seg[k + 1 :]
+    return props
+
+
+HostPort = tuple[str, int]
+
+
+@dataclass(slots=True)
+class Message:
+    """What a producer hands over: topic, body, flag and user/system properties."""
+
+    topic: str
+    body: bytes = b""
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A message as the store keeps it: one CommitLog record, every field.
+
+    ``properties_bytes`` holds the stored property string as it was on disk so
+    that a decoded record re-encodes byte for byte; when it is None the string
+    is built from ``properties`` in dict order.
+    """
+
+    topic: str
+    body: bytes = b""
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    queue_id: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: HostPort = ("127.0.0.1", 0)
+    store_timestamp: int = 0
+    store_host: HostPort = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    queue_offset: int = 0
+    commit_log_offset: int = 0
+    store_size: int = 0
+    body_crc: int = 0
+    magic: int = 0
+    properties_bytes: bytes | None = None
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def msg_id(self) -> str:
+        """The offset message id: store host + port + commit-log offset (§3.10)."""
+        from rocketq.common.message_id import create_offset_message_id
+
+        return create_offset_message_id(self.store_host, self.commit_log_offset)
+
+    def key_list(self) -> list[str]:
+        keys = self.keys
+        return [k for k in keys.split(KEY_SEPARATOR) if k] if keys else []

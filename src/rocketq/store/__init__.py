@@ -1,0 +1,1 @@
+"""store layer of rocketq (see ARCHITECTURE.md)."""

@@ -1,0 +1,274 @@
+"""One hash index file: RocketMQ's ``IndexFile`` with its ``IndexHeader``.
+
+Mirrors ``store/index/IndexFile.java`` and ``store/index/IndexHeader.java``
+(RocketMQ 4.9; store-format §5). A file is ``index/<yyyyMMddHHmmssSSS>`` of
+``40 + slots × 4 + entries × 20`` bytes, big-endian, created sparse at full size::
+
+    header   0   40            beginTimestamp i64 | endTimestamp i64 | beginPhyOffset i64 |
+                               endPhyOffset i64 | hashSlotCount i32 | indexCount i32
+    slots    40  slots × 4     slot s: i32 number of the newest entry whose keyHash % slots == s, 0 = empty
+    entries  40 + 4 × slots    entry n (20 bytes): keyHash i32 | phyOffset i64 |
+                               timeDiff i32 (seconds since beginTimestamp) | prev i32 (chain, 0 = none)
+
+Entry 0 is never used; ``indexCount`` is the number of the next entry, so a
+file holds at most ``entries − 1`` keys. Slots head singly linked chains that
+run from newer to older entries. Only hashes are stored, so a lookup can return
+offsets of other keys; callers compare the keys of the loaded messages.
+
+The header values are cached in attributes (Java keeps them in atomics) and
+the whole header is rewritten with one precompiled struct after every key.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from operator import mul as _mul
+from pathlib import Path
+
+from rocketq.common.errors import StoreError
+from rocketq.common.javacompat import java_string_hash
+from rocketq.store.mapped_file import MappedFile
+
+INDEX_HEADER_SIZE = 40
+HASH_SLOT_SIZE = 4
+INDEX_SIZE = 20
+INVALID_INDEX = 0
+
+_INT_MAX = 0x7FFFFFFF
+_HEADER = struct.Struct(">qqqqii")
+_SLOT = struct.Struct(">i")
+_ENTRY = struct.Struct(">iqii")
+_I64 = struct.Struct(">q")
+_BEGIN_TIMESTAMP_POS = 0
+_END_TIMESTAMP_POS = 8
+_BEGIN_PHY_OFFSET_POS = 16
+_END_PHY_OFFSET_POS = 24
+_POW31 = tuple(pow(31, i, 1 << 32) for i in range(1024))  # 31^i mod 2^32
+
+
+def index_file_size(hash_slot_num: int, index_num: int) -> int:
+    """Byte size of an index file with *hash_slot_num* slots and *index_num* entries."""
+    return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_SIZE
+
+
+def index_key_hash(key: str) -> int:
+    """``IndexFile.indexKeyHashMethod``: ``|String.hashCode|``, and 0 for ``Integer.MIN_VALUE``.
+
+    Java's ``Math.abs(Integer.MIN_VALUE)`` stays negative, which the method maps to 0.
+    """
+    if len(key) <= len(_POW31) and key.isascii():
+        # Hashing is most of the cost of indexing a key. For ASCII the UTF-16 code units are the
+        # bytes, and sum(c[i]·31^(n−1−i)) mod 2^32 runs in C loops, about twice as fast as the
+        # per-character loop of java_string_hash (which handles everything else).
+        h = sum(map(_mul, key.encode()[::-1], _POW31)) & 0xFFFFFFFF
+        if h & 0x80000000:
+            h = 0x100000000 - h
+    else:
+        h = java_string_hash(key)
+        if h < 0:
+            h = -h
+    return h if h <= _INT_MAX else 0
+
+
+class IndexFile:
+    """An index file mapped whole; ``put_key`` appends, ``select_phy_offsets`` looks up."""
+
+    __slots__ = (
+        "_begin_phy_offset",
+        "_begin_timestamp",
+        "_end_phy_offset",
+        "_end_timestamp",
+        "_entries_base",
+        "_hash_slot_count",
+        "_index_count",
+        "_mapped",
+        "_mm",
+        "hash_slot_num",
+        "index_num",
+        "path",
+        "read_only",
+    )
+
+    def __init__(self, path: str | os.PathLike[str], hash_slot_num: int, index_num: int, *,
+                 read_only: bool = False, create: bool = False) -> None:  # fmt: skip
+        """Map the file and load its header (``IndexFile`` + ``IndexHeader.load``).
+
+        A brand-new file reads as all zeros, which loads exactly like Java's fresh
+        in-memory header (indexCount 1).
+        """
+        self.path = Path(path)
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.read_only = read_only
+        self._entries_base = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        self._mapped = MappedFile(self.path, index_file_size(hash_slot_num, index_num),
+                                  read_only=read_only, create=create)  # fmt: skip
+        self._mm = self._mapped.mm
+        (
+            self._begin_timestamp,
+            self._end_timestamp,
+            self._begin_phy_offset,
+            self._end_phy_offset,
+            self._hash_slot_count,
+            self._index_count,
+        ) = _HEADER.unpack_from(self._mm, 0)
+        if self._index_count <= 0:
+            self._index_count = 1
+
+    @classmethod
+    def create(cls, path: str | os.PathLike[str], hash_slot_num: int, index_num: int,
+               end_phy_offset: int = 0, end_timestamp: int = 0) -> IndexFile:  # fmt: skip
+        """A new file following one whose end values are given (§5.3).
+
+        As in Java's constructor, positive end values of the previous file become
+        both begin and end values here and are written into the header at once;
+        the counters are not written until the first key.
+        """
+        path = Path(path)
+        if path.exists():
+            raise StoreError(f"{path}: index file already exists")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = cls(path, hash_slot_num, index_num, create=True)
+        mm = f._mm
+        if end_phy_offset > 0:
+            f._begin_phy_offset = f._end_phy_offset = end_phy_offset
+            _I64.pack_into(mm, _BEGIN_PHY_OFFSET_POS, end_phy_offset)
+            _I64.pack_into(mm, _END_PHY_OFFSET_POS, end_phy_offset)
+        if end_timestamp > 0:
+            f._begin_timestamp = f._end_timestamp = end_timestamp
+            _I64.pack_into(mm, _BEGIN_TIMESTAMP_POS, end_timestamp)
+            _I64.pack_into(mm, _END_TIMESTAMP_POS, end_timestamp)
+        return f
+
+    # --- header ---------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def begin_timestamp(self) -> int:
+        return self._begin_timestamp
+
+    @property
+    def end_timestamp(self) -> int:
+        return self._end_timestamp
+
+    @property
+    def begin_phy_offset(self) -> int:
+        return self._begin_phy_offset
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self._end_phy_offset
+
+    @property
+    def hash_slot_count(self) -> int:
+        return self._hash_slot_count
+
+    @property
+    def index_count(self) -> int:
+        return self._index_count
+
+    def is_write_full(self) -> bool:
+        return self._index_count >= self.index_num
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        """Whether [begin, end] touches the file's time range (Java's three clauses, kept as is)."""
+        b = self._begin_timestamp
+        e = self._end_timestamp
+        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+    # --- writing --------------------------------------------------------------
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Add one key (§5.6); False when the file is full."""
+        n = self._index_count
+        if n >= self.index_num:
+            return False
+        key_hash = index_key_hash(key)
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        mm = self._mm
+        prev = _SLOT.unpack_from(mm, slot_pos)[0]
+        if prev <= INVALID_INDEX or prev > n:
+            prev = INVALID_INDEX
+        # The diff uses beginTimestamp as it is before this key: in a follow-up file the first
+        # entry is measured from the previous file's end, as Java does.
+        begin_ts = self._begin_timestamp
+        diff = store_timestamp - begin_ts
+        if begin_ts <= 0 or diff <= 0:
+            diff = 0  # Java truncates toward zero and clamps negatives to 0
+        else:
+            diff //= 1000
+            if diff > _INT_MAX:
+                diff = _INT_MAX
+        _ENTRY.pack_into(mm, self._entries_base + n * INDEX_SIZE, key_hash, phy_offset, diff, prev)
+        _SLOT.pack_into(mm, slot_pos, n)
+        if n <= 1:
+            self._begin_phy_offset = phy_offset
+            self._begin_timestamp = begin_ts = store_timestamp
+        if prev == INVALID_INDEX:
+            self._hash_slot_count += 1
+        self._index_count = n + 1
+        self._end_phy_offset = phy_offset
+        self._end_timestamp = store_timestamp
+        _HEADER.pack_into(mm, 0, begin_ts, store_timestamp, self._begin_phy_offset, phy_offset,
+                          self._hash_slot_count, n + 1)  # fmt: skip
+        return True
+
+    # --- reading --------------------------------------------------------------
+    def select_phy_offsets(self, phy_offsets: list[int], key: str, max_num: int, begin: int,
+                           end: int) -> None:  # fmt: skip
+        """Append to *phy_offsets* the offsets of entries for *key* stored in [begin, end] (§5.7)."""
+        self.select_phy_offsets_by_hash(phy_offsets, index_key_hash(key), max_num, begin, end)
+
+    def select_phy_offsets_by_hash(self, phy_offsets: list[int], key_hash: int, max_num: int,
+                                   begin: int, end: int) -> None:  # fmt: skip
+        """As :meth:`select_phy_offsets` for a precomputed :func:`index_key_hash`."""
+        count = self._index_count
+        found = len(phy_offsets)
+        if count <= 1 or found >= max_num:
+            return
+        mm = self._mm
+        n = _SLOT.unpack_from(mm, INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE)[0]
+        if n <= INVALID_INDEX or n > count:
+            return
+        base = self._entries_base
+        begin_ts = self._begin_timestamp
+        unpack = _ENTRY.unpack_from
+        append = phy_offsets.append
+        while found < max_num:
+            h, phy, diff, prev = unpack(mm, base + n * INDEX_SIZE)
+            if diff < 0:
+                break
+            t = begin_ts + diff * 1000
+            if h == key_hash and begin <= t <= end:
+                append(phy)
+                found += 1
+            # A chain only ever points to older entries; Java stops on prev == n, stopping on
+            # prev >= n gives the same walk over any file it wrote and cannot cycle on a damaged one.
+            if prev <= INVALID_INDEX or prev >= n or t < begin:
+                break
+            n = prev
+
+    # --- life cycle -------------------------------------------------------------
+    def flush(self) -> None:
+        """Rewrite the header from the cached values and msync (``IndexFile.flush``)."""
+        if self.read_only or self._mm is None:
+            return
+        _HEADER.pack_into(self._mm, 0, self._begin_timestamp, self._end_timestamp, self._begin_phy_offset,
+                          self._end_phy_offset, self._hash_slot_count, self._index_count)  # fmt: skip
+        self._mm.flush()
+
+    def close(self) -> None:
+        self._mapped.close()
+        self._mm = None
+
+    def destroy(self) -> None:
+        self._mapped.destroy()
+        self._mm = None
+
+    def __repr__(self) -> str:
+        return (
+            f"IndexFile({self.name}, count={self._index_count}, ts=[{self._begin_timestamp}, "
+            f"{self._end_timestamp}], phy=[{self._begin_phy_offset}, {self._end_phy_offset}])"
+        )

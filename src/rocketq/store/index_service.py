@@ -1,0 +1,256 @@
+"""The key index of a store: RocketMQ's ``IndexService``.
+
+Mirrors ``store/index/IndexService.java`` (RocketMQ 4.9; store-format §5, §6,
+§11.1). The index is the run of files in ``<store>/index/``, named by their
+local creation time ``yyyyMMddHHmmssSSS`` so that name order is creation order
+(see :mod:`rocketq.store.index_file` for the layout of one file).
+
+- ``build_index`` indexes one dispatched record under ``<topic>#<UNIQ_KEY>``
+  and ``<topic>#<key>`` for each space-separated key (§5.5), always into the
+  last file. A full file (indexCount ≥ maxIndexNum) is followed by a new one
+  seeded with its end values (§5.3); the full file is then flushed and
+  ``on_file_full(endTimestamp)`` lets the store move the checkpoint's
+  indexMsgTimestamp (§6).
+- ``query_offset`` walks files from newest to oldest (§5.7).
+- ``load`` drops, after an abnormal exit, every file whose endTimestamp is
+  newer than the checkpoint's indexMsgTimestamp (§11.1): such a file may lack
+  keys, and dispatch indexes those records again.
+
+Locking: ``_write_lock`` serialises writers (dispatch, flush, deletion, close);
+``_files_lock`` guards the file list and is held by queries while they walk
+the files, so a query never reads a file that is being deleted. Queries do
+not wait for a writer that is only adding keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from rocketq.common.errors import StoreError
+from rocketq.common.message import KEY_SEPARATOR, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
+from rocketq.store.index_file import IndexFile, index_file_size, index_key_hash
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class QueryOffsetResult:
+    """``QueryOffsetResult``: candidate offsets (may hold hash collisions) and the index's newest end."""
+
+    phy_offsets: list[int] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+
+
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def _time_file_name(t: datetime) -> str:
+    """``UtilAll.timeMillisToHumanString``: local time as ``yyyyMMddHHmmssSSS``."""
+    return f"{t:%Y%m%d%H%M%S}{t.microsecond // 1000:03d}"
+
+
+def _parse_time_file_name(name: str) -> datetime | None:
+    if len(name) != 17 or not name.isdigit():
+        return None
+    try:
+        return datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(microsecond=int(name[14:]) * 1000)
+    except ValueError:
+        return None
+
+
+class IndexService:
+    """All index files of one store."""
+
+    def __init__(self, store_root: Path, max_hash_slot_num: int, max_index_num: int, *,
+                 read_only: bool = False, max_msgs_num_batch: int = 64) -> None:  # fmt: skip
+        if max_hash_slot_num <= 0:
+            raise StoreError(f"maxHashSlotNum must be positive, got {max_hash_slot_num}")
+        if max_index_num < 2:
+            # Entry 0 is never used, so a file needs two entries to hold one key.
+            raise StoreError(f"maxIndexNum must be at least 2, got {max_index_num}")
+        self.store_path = Path(store_root) / "index"
+        self.hash_slot_num = max_hash_slot_num
+        self.index_num = max_index_num
+        self.read_only = read_only
+        self.max_msgs_num_batch = max_msgs_num_batch
+        self.files: list[IndexFile] = []
+        self.on_file_full: Callable[[int], None] | None = None
+        self._write_lock = threading.Lock()
+        self._files_lock = threading.Lock()
+
+    # --- loading ------------------------------------------------------------------
+    def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> bool:
+        """Open the index files in name order (§11.1).
+
+        After an abnormal exit a file whose endTimestamp > *index_msg_timestamp*
+        is destroyed (a read-only service only leaves it out). A file whose name
+        is not a number is skipped, as Java does; a file of the wrong size
+        raises :class:`StoreError`, since the configured slot and entry counts
+        must be those the store was written with.
+        """
+        if not self.store_path.is_dir():
+            return True
+        size = index_file_size(self.hash_slot_num, self.index_num)
+        loaded: list[IndexFile] = []
+        for p in sorted(self.store_path.iterdir(), key=lambda q: q.name):
+            if not p.is_file():
+                continue
+            if not p.name.isdigit():
+                log.warning("skipping %s: not an index file name", p)
+                continue
+            actual = p.stat().st_size
+            if actual != size:
+                for f in loaded:
+                    f.close()
+                raise StoreError(
+                    f"{p}: {actual} bytes, but index files of maxHashSlotNum={self.hash_slot_num} and "
+                    f"maxIndexNum={self.index_num} are {size} bytes (were these settings changed?)"
+                )
+            f = IndexFile(p, self.hash_slot_num, self.index_num, read_only=self.read_only)
+            if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
+                log.info("index file %s ends after the checkpoint (%d > %d): dropped",
+                         p.name, f.end_timestamp, index_msg_timestamp)  # fmt: skip
+                if self.read_only:
+                    f.close()
+                else:
+                    f.destroy()
+                continue
+            loaded.append(f)
+        with self._files_lock:
+            self.files = loaded
+        return True
+
+    # --- writing ------------------------------------------------------------------
+    def build_index(self, topic: str, commit_log_offset: int, store_timestamp: int, sys_flag: int,
+                    uniq_key: str | None, keys: str | None) -> None:  # fmt: skip
+        """Index one dispatched record (``IndexService.buildIndex``, §5.5)."""
+        if self.read_only:
+            raise StoreError("store is open read-only")
+        with self._write_lock:
+            # As in Java the last file is looked up (and a full one replaced) before any check.
+            f = self._last_writable_file()
+            if commit_log_offset < f.end_phy_offset:
+                return  # already indexed (dispatch replayed after a restart)
+            if sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
+                return
+            prefix = topic + "#"
+            if uniq_key is not None:
+                key = prefix + uniq_key
+                if not f.put_key(key, commit_log_offset, store_timestamp):
+                    f = self._last_writable_file()
+                    f.put_key(key, commit_log_offset, store_timestamp)
+            if keys:
+                for token in keys.split(KEY_SEPARATOR):
+                    if token:
+                        key = prefix + token
+                        if not f.put_key(key, commit_log_offset, store_timestamp):
+                            f = self._last_writable_file()
+                            f.put_key(key, commit_log_offset, store_timestamp)
+
+    def _last_writable_file(self) -> IndexFile:
+        """The last file, or a new one when there is none or it is full (``getAndCreateLastIndexFile``)."""
+        files = self.files
+        prev = files[-1] if files else None
+        if prev is not None and not prev.is_write_full():
+            return prev
+        end_phy, end_ts = (prev.end_phy_offset, prev.end_timestamp) if prev is not None else (0, 0)
+        f = IndexFile.create(self.store_path / self._new_file_name(), self.hash_slot_num, self.index_num,
+                             end_phy, end_ts)  # fmt: skip
+        with self._files_lock:
+            self.files.append(f)
+        if prev is not None:
+            # Java flushes the full file on a thread of its own; doing it here keeps the order
+            # "file durable, then checkpoint" with no thread to track.
+            prev.flush()
+            if end_ts > 0 and self.on_file_full is not None:
+                self.on_file_full(end_ts)
+        return f
+
+    def _new_file_name(self) -> str:
+        """Local time now, or 1 ms after the last file's time if that is not earlier; then unique.
+
+        Java would reuse a name created in the same millisecond and could sort a new file
+        before older ones after a clock step back; a later name keeps name order = creation order.
+        """
+        t = datetime.now()
+        if self.files:
+            last = _parse_time_file_name(self.files[-1].name)
+            if last is not None and t <= last:
+                t = last + _ONE_MS
+        name = _time_file_name(t)
+        while (self.store_path / name).exists():
+            t += _ONE_MS
+            name = _time_file_name(t)
+        return name
+
+    # --- querying -----------------------------------------------------------------
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
+        """Offsets of records indexed under ``<topic>#<key>`` stored in [begin, end] (§5.7).
+
+        At most ``min(max_num, max_msgs_num_batch)`` offsets, newest first; they can
+        include records of other keys with the same hash.
+        """
+        max_num = min(max_num, self.max_msgs_num_batch)
+        key_hash = index_key_hash(topic + "#" + key)
+        result = QueryOffsetResult()
+        phy_offsets = result.phy_offsets
+        with self._files_lock:
+            files = self.files
+            if not files:
+                return result
+            last = files[-1]
+            result.index_last_update_timestamp = last.end_timestamp
+            result.index_last_update_phyoffset = last.end_phy_offset
+            for f in reversed(files):
+                if f.is_time_matched(begin, end):
+                    f.select_phy_offsets_by_hash(phy_offsets, key_hash, max_num, begin, end)
+                if f.begin_timestamp < begin or len(phy_offsets) >= max_num:
+                    break
+        return result
+
+    # --- deletion and life cycle ---------------------------------------------------------
+    def delete_expired_file(self, min_phy_offset: int) -> int:
+        """Delete the leading files that end before *min_phy_offset*, never the last one.
+
+        Returns how many were deleted (``IndexService.deleteExpiredFile``).
+        """
+        if self.read_only:
+            raise StoreError("store is open read-only")
+        with self._write_lock, self._files_lock:
+            files = self.files
+            expired = 0
+            while expired < len(files) - 1 and files[expired].end_phy_offset < min_phy_offset:
+                expired += 1
+            for f in files[:expired]:
+                log.info("deleting expired index file %s (ends at %d < %d)", f.name, f.end_phy_offset,
+                         min_phy_offset)  # fmt: skip
+                f.destroy()
+            self.files = files[expired:]
+            return expired
+
+    def flush(self) -> None:
+        """Flush every file (holding off writers, not queries, while msync runs)."""
+        with self._write_lock:
+            for f in list(self.files):
+                f.flush()
+
+    def close(self) -> None:
+        """Flush and unmap every file."""
+        with self._write_lock, self._files_lock:
+            for f in self.files:
+                f.flush()
+                f.close()
+            self.files = []
+
+    def destroy(self) -> None:
+        """Delete every index file."""
+        with self._write_lock, self._files_lock:
+            for f in self.files:
+                f.destroy()
+            self.files = []

@@ -1,0 +1,205 @@
+"""An ordered run of equal-size mapped files: RocketMQ's ``MappedFileQueue``.
+
+Mirrors ``store/MappedFileQueue.java`` (store-format §2.5). File *n* covers the
+logical bytes [start, start + file_size) of one stream (the commit log, one
+consume queue); file names are the 20-digit start offsets, so name order is
+offset order. ``flushed_where`` / ``committed_where`` are absolute offsets.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from rocketq.common.errors import StoreError
+from rocketq.store.mapped_file import MappedFile
+
+
+class MappedFileQueue:
+    def __init__(self, store_path: str | os.PathLike[str], mapped_file_size: int, *,
+                 read_only: bool = False, warm: bool = False) -> None:  # fmt: skip
+        if mapped_file_size <= 0:
+            raise StoreError(f"mapped file size must be positive, got {mapped_file_size}")
+        self.store_path = Path(store_path)
+        self.mapped_file_size = mapped_file_size
+        self.read_only = read_only
+        self.warm = warm
+        self.files: list[MappedFile] = []
+        self.flushed_where = 0
+        self.committed_where = 0
+        self.store_timestamp = 0
+        self._lock = threading.RLock()
+        # Optional hook that hands over a ready (pre-created, pre-touched) file.
+        self.allocator: Callable[[Path, int, int], MappedFile] | None = None
+
+    # --- loading ------------------------------------------------------------
+    def load(self) -> bool:
+        """Open every file in the directory; each must have the configured size."""
+        if not self.store_path.is_dir():
+            return True
+        names = sorted(p for p in self.store_path.iterdir() if p.is_file())
+        for p in names:
+            if not p.name.isdigit() or len(p.name) != 20:
+                raise StoreError(f"{p}: unexpected file in a mapped-file directory")
+            size = p.stat().st_size
+            if size == 0 and p == names[-1]:
+                # An allocated-but-never-mapped last file (RocketMQ 5.x deletes it too).
+                if not self.read_only:
+                    p.unlink()
+                continue
+            if size != self.mapped_file_size:
+                raise StoreError(
+                    f"{p}: {size} bytes, expected {self.mapped_file_size} "
+                    "(wrong mappedFileSize setting for this store?)"
+                )
+            mf = MappedFile(p, self.mapped_file_size, read_only=self.read_only)
+            mf.set_positions(self.mapped_file_size)
+            self.files.append(mf)
+        return True
+
+    # --- lookup --------------------------------------------------------------
+    def first(self) -> MappedFile | None:
+        return self.files[0] if self.files else None
+
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
+        """The last file; a new one when there is none or it is full (and *need_create*)."""
+        last = self.last()
+        create_offset = -1
+        if last is None:
+            create_offset = start_offset - start_offset % self.mapped_file_size
+        elif last.is_full():
+            create_offset = last.file_from_offset + self.mapped_file_size
+        if create_offset >= 0 and need_create:
+            if self.read_only:
+                raise StoreError("store is open read-only")
+            with self._lock:
+                if self.allocator is not None:
+                    mf = self.allocator(self.store_path, create_offset, self.mapped_file_size)
+                else:
+                    mf = MappedFile.create(self.store_path, create_offset, self.mapped_file_size, warm=self.warm)
+                self.files.append(mf)
+            return mf
+        return last
+
+    def find_mapped_file_by_offset(self, offset: int, return_first_on_not_found: bool = False) -> MappedFile | None:
+        files = self.files
+        if not files:
+            return None
+        first = files[0]
+        last = files[-1]
+        if offset < first.file_from_offset or offset >= last.file_from_offset + self.mapped_file_size:
+            return first if return_first_on_not_found else None
+        idx = offset // self.mapped_file_size - first.file_from_offset // self.mapped_file_size
+        if 0 <= idx < len(files):
+            mf = files[idx]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.mapped_file_size:
+                return mf
+        for mf in files:
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.mapped_file_size:
+                return mf
+        return first if return_first_on_not_found else None
+
+    def get_mapped_file_by_time(self, timestamp: int) -> MappedFile | None:
+        """The first file modified at or after *timestamp* (ms), else the last."""
+        for mf in self.files:
+            if mf.last_modified() >= timestamp:
+                return mf
+        return self.last()
+
+    # --- offsets -------------------------------------------------------------
+    def get_min_offset(self) -> int:
+        first = self.first()
+        return first.file_from_offset if first is not None else -1
+
+    def get_max_offset(self) -> int:
+        """End of readable data (last file start + read position)."""
+        last = self.last()
+        return last.file_from_offset + last.read_position() if last is not None else 0
+
+    def get_max_wrote_position(self) -> int:
+        last = self.last()
+        return last.file_from_offset + last.wrote_position if last is not None else 0
+
+    def how_much_fall_behind(self) -> int:
+        return self.get_max_wrote_position() - self.flushed_where
+
+    # --- flush ----------------------------------------------------------------
+    def flush(self, least_pages: int = 0) -> bool:
+        """Flush the file holding ``flushed_where``; return True if nothing was flushed."""
+        mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
+        if mf is None:
+            return True
+        ts = mf.store_timestamp
+        where = mf.file_from_offset + mf.flush(least_pages)
+        result = where == self.flushed_where
+        self.flushed_where = where
+        if least_pages == 0 and ts:
+            self.store_timestamp = ts
+        return result
+
+    def flush_all(self) -> None:
+        while not self.flush(0):
+            pass
+
+    # --- truncation and deletion ----------------------------------------------
+    def set_flushed_and_committed(self, offset: int) -> None:
+        self.flushed_where = offset
+        self.committed_where = offset
+
+    def truncate_dirty_files(self, offset: int) -> None:
+        """Delete files after *offset* and set the positions of the one holding it."""
+        with self._lock:
+            keep: list[MappedFile] = []
+            for mf in self.files:
+                tail = mf.file_from_offset + self.mapped_file_size
+                if tail > offset:
+                    if offset >= mf.file_from_offset:
+                        mf.set_positions(offset % self.mapped_file_size)
+                        keep.append(mf)
+                    else:
+                        mf.destroy()
+                else:
+                    keep.append(mf)
+            self.files = keep
+
+    def delete_last_mapped_file(self) -> None:
+        with self._lock:
+            if self.files:
+                self.files.pop().destroy()
+
+    def delete_first_files(self, count: int) -> list[MappedFile]:
+        with self._lock:
+            gone = self.files[:count]
+            self.files = self.files[count:]
+        for mf in gone:
+            mf.destroy()
+        return gone
+
+    def reset_to(self, offset: int) -> None:
+        self.truncate_dirty_files(offset)
+        self.set_flushed_and_committed(offset)
+
+    def destroy(self) -> None:
+        with self._lock:
+            for mf in self.files:
+                mf.destroy()
+            self.files = []
+            self.flushed_where = self.committed_where = 0
+        if self.read_only:
+            return
+        try:
+            if self.store_path.is_dir() and not any(self.store_path.iterdir()):
+                self.store_path.rmdir()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            for mf in self.files:
+                mf.close()
+            self.files = []

@@ -1,0 +1,842 @@
+"""The embeddable message store: RocketMQ's ``DefaultMessageStore``.
+
+Opens a store directory (``storePathRootDir``) laid out exactly as RocketMQ
+lays it out, recovers it, and serves puts and reads (store-format §1, §10, §11):
+
+- ``put_message`` / ``put_messages`` append to the :class:`CommitLog`;
+- the reput service (:class:`ReputMessageService`, a thread) follows the commit
+  log and dispatches each record to its :class:`ConsumeQueue` and to the
+  :class:`IndexService`, then wakes anyone waiting for the queue to grow;
+- ``get_message`` reads a queue through its consume-queue units and returns the
+  raw records, with RocketMQ's statuses and next/min/max offsets;
+- ``query_message`` looks keys up through the index.
+
+Life cycle as in RocketMQ 4.9: ``lock`` is held with a POSIX record lock while
+the store is open; ``abort`` exists while it runs and is removed by a clean
+close, so its presence at the next open means abnormal recovery. A store opened
+``read_only`` takes no lock, writes nothing, and recovers only in memory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import numpy as np
+
+from rocketq.common.codec import decode_record, read_size_and_magic
+from rocketq.common.errors import CorruptRecordError, StoreError
+from rocketq.common.javacompat import hashmap_order
+from rocketq.common.message import (
+    PROPERTY_CLUSTER,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    HostPort,
+    Message,
+    MessageExt,
+    transaction_type,
+)
+from rocketq.common.message_id import UniqueIdGenerator, decode_offset_message_id
+from rocketq.store.checkpoint import StoreCheckpoint
+from rocketq.store.commit_log import (
+    SCHEDULE_TOPIC,
+    CommitLog,
+    DispatchRequest,
+    PutMessageResult,
+    PutMessageStatus,
+    now_ms,
+)
+from rocketq.store.config_json import (
+    ConfigManager,
+    ConsumerFilterManager,
+    ConsumerOffsetManager,
+    DelayOffsetManager,
+    SubscriptionGroupManager,
+    TopicConfig,
+    TopicConfigManager,
+)
+from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+from rocketq.store.index_service import IndexService
+from rocketq.store.message_filter import MessageFilter
+from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
+
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+# Topics the store writes for itself; the broker keeps no write-queue limit for them here.
+INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
+MAX_QUEUE_ID = 1023
+_PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+class GetMessageStatus(Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetMessageResult:
+    """What ``get_message`` found: raw records plus RocketMQ's offsets."""
+
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[bytes] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        return len(self.messages)
+
+    def decode(self) -> list[MessageExt]:
+        return [decode_record(m) for m in self.messages]
+
+
+@dataclass(slots=True)
+class QueryMessageResult:
+    messages: list[MessageExt] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+
+
+class ReputMessageService:
+    """Follows the commit log and dispatches every record (``ReputMessageService``)."""
+
+    def __init__(self, store: MessageStore, reput_from_offset: int) -> None:
+        self.store = store
+        self.reput_from_offset = reput_from_offset
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._caught_up = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
+        self._thread.start()
+
+    def wakeup(self, _end: int = 0) -> None:
+        wake = self._wake
+        if not wake.is_set():
+            wake.set()
+
+    def behind(self) -> int:
+        return self.store.commit_log.get_max_offset() - self.reput_from_offset
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.wait(0.05)
+            self._wake.clear()
+            try:
+                self.do_reput()
+            except Exception:  # pragma: no cover - a dispatcher bug must not kill the thread silently
+                import logging
+
+                logging.getLogger(__name__).exception("dispatch failed at %d", self.reput_from_offset)
+                time.sleep(0.1)
+
+    def do_reput(self) -> None:
+        store = self.store
+        cl = store.commit_log
+        handoff = cl.dispatch_handoff
+        min_offset = cl.get_min_offset()
+        if min_offset > self.reput_from_offset:
+            self.reput_from_offset = min_offset
+        dispatch = store.do_dispatch
+        while self.reput_from_offset < cl.get_max_offset() and not self._stopped.is_set():
+            found = cl.get_data(self.reput_from_offset)
+            if found is None:
+                break
+            mf, pos = found
+            end = mf.read_position()
+            base = mf.file_from_offset
+            mm = mf.mm
+            while pos < end:
+                if handoff:
+                    # Requests built at append time; stale ones (already dispatched) are dropped.
+                    offset = base + pos
+                    req = handoff[0]
+                    while req.commit_log_offset < offset:
+                        handoff.popleft()
+                        if not handoff:
+                            break
+                        req = handoff[0]
+                    if req.commit_log_offset == offset:
+                        handoff.popleft()
+                        dispatch(req)
+                        pos += req.msg_size
+                        continue
+                info, req = cl.check_message_and_return_size(mm, pos, False)
+                if info.ok and req is not None:
+                    dispatch(req)
+                    pos += info.size
+                elif info.ok and info.blank:
+                    pos = cl.file_size
+                    break
+                elif info.size > 0:
+                    pos += info.size  # length mismatch: RocketMQ logs and skips the record
+                else:
+                    break
+            new_offset = base + pos
+            if new_offset == self.reput_from_offset:
+                break
+            self.reput_from_offset = new_offset
+        with self._caught_up:
+            self._caught_up.notify_all()
+
+    def wait_caught_up(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._caught_up:
+            while self.behind() > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._wake.set()
+                self._caught_up.wait(min(left, 0.05))
+        return True
+
+    def shutdown(self) -> None:
+        # Like RocketMQ, give dispatch a moment to catch up before stopping.
+        self.wait_caught_up(5.0)
+        self._stopped.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+
+class MessageStore:
+    """``DefaultMessageStore``: open with :meth:`open` or use as a context manager."""
+
+    def __init__(self, config: MessageStoreConfig | None = None, *, root: str | os.PathLike[str] | None = None,
+                 read_only: bool = False, progress: Callable[[str, int, int], None] | None = None) -> None:  # fmt: skip
+        self.config = config or MessageStoreConfig()
+        if root is not None:
+            self.config.store_path_root_dir = str(root)
+        self.read_only = read_only
+        self.root = self.config.root
+        self._progress = progress
+        self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        self._cq_lock = threading.Lock()
+        self.commit_log = CommitLog(self.config, read_only=read_only)
+        self.index_service = IndexService(
+            self.root, self.config.max_hash_slot_num, self.config.max_index_num, read_only=read_only,
+            max_msgs_num_batch=self.config.max_msgs_num_batch,
+        )  # fmt: skip
+        self.index_service.on_file_full = self._on_index_file_full
+        self.topic_config_manager = TopicConfigManager(self.root)
+        self.consumer_offset_manager = ConsumerOffsetManager(self.root)
+        self.delay_offset_manager = DelayOffsetManager(self.root)
+        self.subscription_group_manager = SubscriptionGroupManager(self.root)
+        self.consumer_filter_manager = ConsumerFilterManager(self.root)
+        self.checkpoint: StoreCheckpoint | None = None
+        self.reput: ReputMessageService | None = None
+        self.last_exit_ok = True
+        self.recovered_offset = 0
+        self._lock_fd = -1
+        self._closed = True
+        self._uniq = UniqueIdGenerator(self.config.broker_ip1)
+        self._good_topics: set[str] = set()
+        # Called after a record reaches its consume queue (long polling wake-up).
+        self.message_arriving_listener: Callable[[str, int, int, int, int, dict[str, str]], None] | None = None
+
+    # --- open / close ------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: str | os.PathLike[str] | None = None, config: MessageStoreConfig | None = None,
+             **kwargs: object) -> MessageStore:  # fmt: skip
+        store = cls(config, root=root, **kwargs)  # type: ignore[arg-type]
+        store.load()
+        store.start()
+        return store
+
+    def __enter__(self) -> MessageStore:
+        if self._closed:
+            self.load()
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def abort_file(self) -> Path:
+        return self.root / "abort"
+
+    def _check_root(self) -> None:
+        if self.read_only:
+            if not self.root.is_dir():
+                raise StoreError(f"{self.root}: no such store directory")
+            markers = ("commitlog", "consumequeue", "checkpoint", "index", "config")
+            if not any((self.root / m).exists() for m in markers) and not self.config.commit_log_path.exists():
+                raise StoreError(f"{self.root}: not a RocketMQ store (no commitlog, consumequeue or checkpoint)")
+            return
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"{self.root}: exists and is not a directory")
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _take_lock(self) -> None:
+        path = self.root / "lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StoreError(f"cannot open {path}: {e.strerror}") from e
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError:
+            os.close(fd)
+            raise StoreError(f"{self.root}: the store is in use by another process (lock is held)") from None
+        os.pwrite(fd, b"lock", 0)
+        os.fsync(fd)
+        self._lock_fd = fd
+
+    def load(self) -> None:
+        """``DefaultMessageStore.load``: files, checkpoint, index, then recovery."""
+        self._check_root()
+        if not self.read_only:
+            self._take_lock()
+        try:
+            self.last_exit_ok = not self.abort_file.exists()
+            self.commit_log.load()
+            self._load_consume_queues()
+            self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=self.read_only)
+            self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+            for manager in self.config_managers():
+                manager.load()
+            self._recover()
+        except BaseException:
+            self._release()
+            raise
+        self._closed = False
+
+    def _load_consume_queues(self) -> None:
+        base = self.config.consume_queue_path
+        if not base.is_dir():
+            return
+        for topic_dir in sorted(base.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for qdir in sorted(topic_dir.iterdir()):
+                try:
+                    qid = int(qdir.name)
+                except ValueError:
+                    continue
+                cq = ConsumeQueue(topic_dir.name, qid, base, self.config.mapped_file_size_consume_queue,
+                                  read_only=self.read_only)  # fmt: skip
+                cq.load()
+                self.consume_queue_table.setdefault(topic_dir.name, {})[qid] = cq
+
+    def _recover(self) -> None:
+        max_phy_of_cq = -1
+        for cq in self.consume_queues():
+            cq.recover()
+            max_phy_of_cq = max(max_phy_of_cq, cq.max_physic_offset)
+        progress = self._recovery_progress()
+        if self.last_exit_ok:
+            end = self.commit_log.recover_normally(max_phy_of_cq, self._truncate_dirty_logic_files,
+                                                   self._destroy_logics, progress)  # fmt: skip
+        else:
+            assert self.checkpoint is not None
+            cp = self.checkpoint
+            use_index = self.config.message_index_enable and self.config.message_index_safe
+            min_ts = cp.min_timestamp_index if use_index else cp.min_timestamp
+            end = self.commit_log.recover_abnormally(max_phy_of_cq, min_ts, self.do_dispatch,
+                                                     self._truncate_dirty_logic_files, self._destroy_logics,
+                                                     progress)  # fmt: skip
+        self.recovered_offset = end
+        self._recover_topic_queue_table()
+
+    def _recovery_progress(self) -> Callable[[int], None] | None:
+        if self._progress is None:
+            return None
+        total = self.commit_log.get_max_offset()
+        report = self._progress
+        step = max(1, total // 200)
+        last = [0]
+
+        def cb(offset: int) -> None:
+            if offset - last[0] >= step:
+                last[0] = offset
+                report("recover", offset, total)
+
+        return cb
+
+    def _truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        for cq in self.consume_queues():
+            cq.truncate_dirty_logic_files(phy_offset)
+
+    def _destroy_logics(self) -> None:
+        if self.read_only:
+            return
+        for cq in self.consume_queues():
+            cq.destroy()
+        self.consume_queue_table.clear()
+
+    def _recover_topic_queue_table(self) -> None:
+        table: dict[str, int] = {}
+        min_phy = self.commit_log.get_min_offset()
+        for cq in self.consume_queues():
+            table[f"{cq.topic}-{cq.queue_id}"] = cq.get_max_offset_in_queue()
+            cq.correct_min_offset(min_phy)
+        self.commit_log.topic_queue_table = table
+
+    def start(self) -> None:
+        """Start dispatch from the consume queues' end and wait until it has caught up."""
+        if self.read_only:
+            return
+        reput_from = self.commit_log.get_min_offset()
+        for cq in self.consume_queues():
+            reput_from = max(reput_from, cq.max_physic_offset)
+        reput_from = max(reput_from, 0, self.commit_log.get_min_offset())
+        self.reput = ReputMessageService(self, reput_from)
+        self.commit_log.on_append = self.reput.wakeup
+        self.commit_log.dispatch_handoff = deque()
+        self.reput.start()
+        self.reput.wait_caught_up(3600.0)
+        self._recover_topic_queue_table()
+        self.abort_file.touch()
+        self._fsync_dir(self.root)
+
+    @staticmethod
+    def _fsync_dir(path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Flush everything and remove ``abort`` (a clean shutdown)."""
+        if self._closed:
+            return
+        self._closed = True
+        clean = True
+        if self.reput is not None:
+            self.reput.shutdown()
+            clean = self.reput.behind() <= 0
+        if not self.read_only:
+            self.flush()
+            self.persist_configs()
+        self.index_service.close()
+        for cq in self.consume_queues():
+            cq.close()
+        self.commit_log.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        if not self.read_only and clean:
+            self.abort_file.unlink(missing_ok=True)
+        self._release()
+
+    def flush(self) -> None:
+        """Flush commit log, consume queues, index and checkpoint, in that order."""
+        assert self.checkpoint is not None
+        cl_queue = self.commit_log.mapped_file_queue
+        cl_queue.flush_all()
+        if cl_queue.store_timestamp:
+            self.checkpoint.physic_msg_timestamp = cl_queue.store_timestamp
+        logics_ts = self.checkpoint.logics_msg_timestamp
+        for cq in self.consume_queues():
+            cq.queue.flush_all()
+        self.checkpoint.logics_msg_timestamp = logics_ts
+        self.index_service.flush()
+        self.checkpoint.flush()
+
+    def config_managers(self) -> list[ConfigManager]:
+        """The JSON files a broker keeps in ``config/`` beside the store."""
+        return [self.topic_config_manager, self.consumer_offset_manager, self.delay_offset_manager,
+                self.subscription_group_manager, self.consumer_filter_manager]
+
+    def persist_configs(self) -> None:
+        if self.read_only:
+            return
+        for manager in self.config_managers():
+            manager.persist()
+
+    def _release(self) -> None:
+        if self._lock_fd >= 0:
+            try:
+                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
+            finally:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+
+    def _on_index_file_full(self, end_timestamp: int) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint.index_msg_timestamp = end_timestamp
+            self.checkpoint.flush()
+
+    # --- consume queues ----------------------------------------------------------------
+    def consume_queues(self) -> Iterator[ConsumeQueue]:
+        for queues in list(self.consume_queue_table.values()):
+            yield from list(queues.values())
+
+    def find_consume_queue(self, topic: str, queue_id: int, create: bool = True) -> ConsumeQueue | None:
+        queues = self.consume_queue_table.get(topic)
+        if queues is not None:
+            cq = queues.get(queue_id)
+            if cq is not None:
+                return cq
+        if not create:
+            return None
+        with self._cq_lock:
+            queues = self.consume_queue_table.setdefault(topic, {})
+            cq = queues.get(queue_id)
+            if cq is None:
+                cq = ConsumeQueue(topic, queue_id, self.config.consume_queue_path,
+                                  self.config.mapped_file_size_consume_queue, read_only=self.read_only)  # fmt: skip
+                queues[queue_id] = cq
+            return cq
+
+    # --- dispatch ----------------------------------------------------------------------
+    def do_dispatch(self, req: DispatchRequest) -> None:
+        """Build the consume-queue unit and index keys of one record.
+
+        A read-only store builds nothing: its queues and index stay as found.
+        """
+        if self.read_only:
+            return
+        tt = transaction_type(req.sys_flag)
+        if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            cq = self.find_consume_queue(req.topic, req.queue_id)
+            assert cq is not None
+            cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
+                                         req.consume_queue_offset)  # fmt: skip
+            if self.checkpoint is not None:
+                self.checkpoint.logics_msg_timestamp = req.store_timestamp
+        if self.config.message_index_enable:
+            self.index_service.build_index(req.topic, req.commit_log_offset, req.store_timestamp, req.sys_flag,
+                                           req.uniq_key, req.keys)  # fmt: skip
+        listener = self.message_arriving_listener
+        if listener is not None and tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            listener(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code, req.store_timestamp,
+                     req.properties)  # fmt: skip
+
+    def wait_dispatched(self, timeout: float = 10.0) -> bool:
+        """Block until every appended record is in its consume queue and the index."""
+        if self.reput is None:
+            return True
+        return self.reput.wait_caught_up(timeout)
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.behind() if self.reput is not None else 0
+
+    # --- put -----------------------------------------------------------------------------
+    def _check_topic(self, topic: str) -> str | None:
+        if topic in self._good_topics:
+            return None
+        err = self._topic_error(topic)
+        if err is None and len(self._good_topics) < 100_000:
+            self._good_topics.add(topic)
+        return err
+
+    def _topic_error(self, topic: str) -> str | None:
+        if not topic:
+            return "topic is empty"
+        if len(topic) > self.config.max_topic_length:
+            return f"topic is longer than {self.config.max_topic_length} characters"
+        if not TOPIC_PATTERN.match(topic):
+            return f"topic {topic!r} has characters other than letters, digits, %, |, - and _"
+        return None
+
+    def _check_queue(self, topic: str, queue_id: int) -> str | None:
+        if queue_id < 0:
+            return f"queue id {queue_id} is negative"
+        if topic in INTERNAL_TOPICS:
+            return None
+        cfg = self.topic_config_manager.get(topic)
+        if cfg is not None:
+            if queue_id >= cfg.write_queue_nums:
+                return f"queue id {queue_id} is illegal: topic {topic} has {cfg.write_queue_nums} write queues"
+            return None
+        if not self.config.auto_create_topic_enable:
+            return f"topic {topic} does not exist and autoCreateTopicEnable is false"
+        if queue_id > MAX_QUEUE_ID:
+            return f"queue id {queue_id} is illegal (at most {MAX_QUEUE_ID})"
+        return None
+
+    def _ensure_topic(self, topic: str, queue_id: int) -> None:
+        if topic in INTERNAL_TOPICS or self.topic_config_manager.get(topic) is not None:
+            return
+        n = max(self.config.default_topic_queue_nums, queue_id + 1)
+        self.topic_config_manager.put(TopicConfig(topic, read_queue_nums=n, write_queue_nums=n))
+        self.topic_config_manager.persist()
+
+    def to_message_ext(self, msg: Message, queue_id: int, *, born_host: HostPort | None = None,
+                       born_timestamp: int | None = None, sys_flag: int = 0,
+                       keep_wait: bool = False) -> MessageExt:  # fmt: skip
+        """Wrap a producer message as the broker would (``UNIQ_KEY`` and ``CLUSTER`` added).
+
+        Properties are ordered as a 4.9 broker's ``HashMap`` holds them, and ``WAIT``
+        is dropped as that broker drops it (unless *keep_wait*: a stored copy being replayed).
+        """
+        props = dict(msg.properties)
+        if not keep_wait:
+            props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
+        props.setdefault(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self._uniq.next_id())
+        props[PROPERTY_CLUSTER] = self.config.broker_cluster_name
+        ordered = {k: props[k] for k in hashmap_order(props)}
+        return MessageExt(
+            topic=msg.topic, body=msg.body, flag=msg.flag, properties=ordered, queue_id=queue_id,
+            sys_flag=sys_flag, born_timestamp=now_ms() if born_timestamp is None else born_timestamp,
+            born_host=born_host or self.config.store_host, store_host=self.config.store_host,
+        )  # fmt: skip
+
+    def _validate(self, msg: MessageExt) -> PutMessageResult | None:
+        if self.read_only or self._closed:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not open for writing")
+        err = self._check_topic(msg.topic)
+        if err:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=err)
+        err = self._check_queue(msg.topic, msg.queue_id)
+        if err:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=err)
+        if len(msg.body or b"") > self.config.max_message_size:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                error=f"body of {len(msg.body)} bytes exceeds maxMessageSize {self.config.max_message_size}",
+            )
+        return None
+
+    def put_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
+        """Append one message; a plain :class:`Message` is wrapped by :meth:`to_message_ext`."""
+        if isinstance(msg, Message):
+            msg = self.to_message_ext(msg, queue_id or 0)
+        elif queue_id is not None:
+            msg.queue_id = queue_id
+        bad = self._validate(msg)
+        if bad is not None:
+            return bad
+        self._ensure_topic(msg.topic, msg.queue_id)
+        result = self.commit_log.put_message(msg)
+        return self._after_put(result)
+
+    def put_messages(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
+        """Append a producer batch: one topic and queue, consecutive offsets, one store time."""
+        if not msgs:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="empty batch")
+        exts = [
+            self.to_message_ext(m, queue_id or 0) if isinstance(m, Message) else m for m in msgs
+        ]
+        if queue_id is not None:
+            for m in exts:
+                m.queue_id = queue_id
+        first = exts[0]
+        for m in exts:
+            if m.topic != first.topic or m.queue_id != first.queue_id:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        error="a batch must have one topic and one queue")  # fmt: skip
+            if transaction_type(m.sys_flag) != TRANSACTION_NOT_TYPE:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        error="batch messages cannot be transactional")  # fmt: skip
+            if m.properties.get("DELAY", "0") not in ("", "0"):
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be delayed")
+            bad = self._validate(m)
+            if bad is not None:
+                return bad
+        self._ensure_topic(first.topic, first.queue_id)
+        return self._after_put(self.commit_log.put_messages(exts))
+
+    def _after_put(self, result: PutMessageResult) -> PutMessageResult:
+        if result.ok and self.config.flush_disk_type == SYNC_FLUSH:
+            self.commit_log.mapped_file_queue.flush_all()
+        return result
+
+    # --- get -----------------------------------------------------------------------------
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
+                    message_filter: MessageFilter | None = None) -> GetMessageResult:  # fmt: skip
+        """Read up to *max_count* records of a queue from *offset* (``getMessage``)."""
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+        min_offset = cq.get_min_offset_in_queue()
+        max_offset = cq.get_max_offset_in_queue()
+        if max_offset == 0:
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if offset == max_offset:
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            nxt = min_offset if min_offset == 0 else max_offset
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, nxt, min_offset, max_offset)
+        units = cq.get_index_buffer(offset)
+        if units is None:
+            return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, cq.roll_next_file(offset), min_offset,
+                                    max_offset)  # fmt: skip
+        cfg = self.config
+        result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+        max_filter = max(16000, max_count * 20) // CQ_STORE_UNIT_SIZE
+        units = units[:max_filter]
+        phys_arr = units["phys"].astype(np.int64).tolist()
+        size_arr = units["size"].astype(np.int64).tolist()
+        tags_arr = units["tags"].astype(np.int64).tolist() if message_filter is not None else None
+        max_phy = self.commit_log.get_max_offset()
+        memory = _PHYSICAL_MEMORY * cfg.access_message_in_memory_max_ratio // 100
+        next_phy_file_start = -1
+        total_size = 0
+        messages = result.messages
+        queue_offsets = result.queue_offsets
+        cl = self.commit_log
+        i = 0
+        last_phy = 0
+        n = len(phys_arr)
+        while i < n:
+            phys = phys_arr[i]
+            size = size_arr[i]
+            last_phy = phys
+            if next_phy_file_start >= 0 and phys < next_phy_file_start:
+                i += 1
+                continue
+            in_disk = max_phy - phys > memory
+            count = len(messages)
+            if total_size and count:
+                if max_count <= count:
+                    break
+                if in_disk:
+                    if total_size + size > cfg.max_transfer_bytes_on_message_in_disk or \
+                            count > cfg.max_transfer_count_on_message_in_disk - 1:
+                        break
+                elif total_size + size > cfg.max_transfer_bytes_on_message_in_memory or \
+                        count > cfg.max_transfer_count_on_message_in_memory - 1:
+                    break
+            if tags_arr is not None and message_filter is not None and \
+                    not message_filter.is_matched_by_consume_queue(tags_arr[i]):
+                if not total_size:
+                    result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                i += 1
+                continue
+            data = cl.get_message(phys, size)
+            if data is None:
+                if not total_size:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_phy_file_start = cl.roll_next_file(phys)
+                i += 1
+                continue
+            if message_filter is not None and not message_filter.is_matched_by_commit_log(data):
+                if not total_size:
+                    result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                i += 1
+                continue
+            messages.append(data)
+            queue_offsets.append(offset + i)
+            total_size += size
+            result.status = GetMessageStatus.FOUND
+            next_phy_file_start = -1
+            i += 1
+        result.next_begin_offset = offset + i
+        result.buffer_total_size = total_size
+        result.suggest_pulling_from_slave = max_phy - last_phy > memory
+        return result
+
+    # --- offsets and lookups --------------------------------------------------------------
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        return cq.get_max_offset_in_queue() if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        return cq.get_min_offset_in_queue() if cq is not None else -1
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        unit = cq.get_unit(cq_offset) if cq is not None else None
+        return unit.phys if unit is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        if cq is None:
+            return 0
+        return cq.get_offset_in_queue_by_time(timestamp, self.commit_log.get_min_offset(),
+                                              self.commit_log.pickup_store_timestamp)  # fmt: skip
+
+    def get_min_phy_offset(self) -> int:
+        return self.commit_log.get_min_offset()
+
+    def get_max_phy_offset(self) -> int:
+        return self.commit_log.get_max_offset()
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
+        """Store time of the first message of the store, or of one queue; -1 if none."""
+        if topic is None:
+            min_off = self.commit_log.get_min_offset()
+            if min_off < 0:
+                return -1
+            return self.commit_log.pickup_store_timestamp(min_off, 0)
+        cq = self.find_consume_queue(topic, queue_id or 0, create=False)
+        if cq is None:
+            return -1
+        unit = cq.get_unit(cq.get_min_offset_in_queue())
+        if unit is None:
+            return -1
+        return self.commit_log.pickup_store_timestamp(unit.phys, unit.size)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        cq = self.find_consume_queue(topic, queue_id, create=False)
+        unit = cq.get_unit(cq_offset) if cq is not None else None
+        if unit is None:
+            return -1
+        return self.commit_log.pickup_store_timestamp(unit.phys, unit.size)
+
+    def look_message_by_offset(self, commit_log_offset: int, size: int = -1) -> MessageExt | None:
+        """The message whose record starts at *commit_log_offset*, or None."""
+        if size <= 0:
+            head = self.commit_log.get_message(commit_log_offset, 8)
+            if head is None:
+                return None
+            size, _magic = read_size_and_magic(head, 0)
+            if size <= 0:
+                return None
+        data = self.commit_log.get_message(commit_log_offset, size)
+        if data is None:
+            return None
+        try:
+            msg = decode_record(data)
+        except CorruptRecordError:
+            return None
+        return msg if msg.commit_log_offset == commit_log_offset else None
+
+    def look_message_by_msg_id(self, msg_id: str) -> MessageExt | None:
+        """Find a message by its offset message id (store host + commit-log offset)."""
+        _host, offset = decode_offset_message_id(msg_id)
+        return self.look_message_by_offset(offset)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int = 0,
+                      end: int | None = None) -> QueryMessageResult:  # fmt: skip
+        """Messages of *topic* whose ``KEYS`` or ``UNIQ_KEY`` hold *key*, newest index files first."""
+        end = now_ms() if end is None else end
+        found = self.index_service.query_offset(topic, key, max_num, begin, end)
+        result = QueryMessageResult(
+            index_last_update_timestamp=found.index_last_update_timestamp,
+            index_last_update_phyoffset=found.index_last_update_phyoffset,
+        )
+        seen: set[int] = set()
+        for phys in found.phy_offsets:
+            if phys in seen:
+                continue
+            seen.add(phys)
+            msg = self.look_message_by_offset(phys)
+            if msg is None or msg.topic != topic:
+                continue
+            if key == msg.uniq_key or key in msg.key_list():
+                result.messages.append(msg)
+        return result
+
+    def topics(self) -> list[str]:
+        return sorted(self.consume_queue_table)

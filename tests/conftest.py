@@ -1,0 +1,61 @@
+"""Shared fixtures: the golden data written by Apache RocketMQ 4.9.4, read in place."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GOLDEN = Path(os.environ.get("ROCKETQ_GOLDEN", Path(__file__).resolve().parents[2] / "shared" / "golden"))
+GOLDEN_STORE = GOLDEN / "rocketmq-4.9.4"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # The golden data is part of the test contract (CI has it beside the clone): a missing
+    # copy is an error, never a reason to skip.
+    if not (GOLDEN_STORE / "clean" / "store" / "commitlog").is_dir():
+        raise pytest.UsageError(f"golden RocketMQ data not found at {GOLDEN_STORE}; set ROCKETQ_GOLDEN")
+
+
+@cache
+def load_json(path: str) -> Any:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def golden_clean() -> Path:
+    d = GOLDEN_STORE / "clean"
+    if not d.is_dir():
+        pytest.fail(f"golden data missing at {d} (set ROCKETQ_GOLDEN)")
+    return d
+
+
+@pytest.fixture(scope="session")
+def golden_crashed() -> Path:
+    d = GOLDEN_STORE / "crashed"
+    if not d.is_dir():
+        pytest.fail(f"golden data missing at {d} (set ROCKETQ_GOLDEN)")
+    return d
+
+
+@pytest.fixture(scope="session")
+def clean_manifest(golden_clean: Path) -> dict[str, Any]:
+    return load_json(str(golden_clean / "manifest.json"))
+
+
+@pytest.fixture(scope="session")
+def clean_dump(golden_clean: Path) -> dict[str, Any]:
+    return load_json(str(golden_clean / "commitlog-dump.json"))
+
+
+def copy_store(src: Path, dst: Path) -> Path:
+    """Copy a golden store (read-only files) to a writable place."""
+    shutil.copytree(src, dst)
+    for p in [dst, *dst.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return dst
