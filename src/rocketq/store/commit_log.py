@@ -130,6 +130,8 @@ class CommitLog:
         # Dispatch requests of records just appended, in commit-log order, for the reput
         # service to take instead of parsing the bytes back (None: reput parses everything).
         self.dispatch_handoff: deque[DispatchRequest] | None = None
+        self._tag_codes: dict[str, int] = {}
+        self._id_prefixes: dict[tuple[str, int], str] = {}
         # Called after each successful append with the end offset (flush/dispatch wake-ups).
         self.on_append: Callable[[int], None] | None = None
 
@@ -227,10 +229,13 @@ class CommitLog:
         with self.put_lock:
             store_ts = now_ms()
             mfq = self.mapped_file_queue
-            mf = mfq.get_last_mapped_file(0)
+            files = mfq.files
+            mf = files[-1] if files else None
+            if mf is None or mf.wrote_position >= mf.file_size:
+                mf = mfq.get_last_mapped_file(0)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot create a file")
-            if total + END_FILE_MIN_BLANK_LENGTH > mf.remaining:
+            if total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
                 mf.write_at(mf.wrote_position, encode_blank(mf.remaining))
                 mf.fill_to_end()
                 mf = mfq.get_last_mapped_file(0)
@@ -256,7 +261,7 @@ class CommitLog:
                 self.topic_queue_table[key] = qo
         if self.on_append is not None:
             self.on_append(phys)
-        ids = [create_offset_message_id(m.store_host, m.commit_log_offset) for m in msgs]
+        ids = [self._msg_id(m.store_host, m.commit_log_offset) for m in msgs]
         return PutMessageResult(
             PutMessageStatus.PUT_OK, wrote_offset=base_phys, wrote_bytes=total, msg_id=",".join(ids),
             store_timestamp=store_ts, logics_offset=queue_offset, msg_num=len(msgs), msg_ids=ids,
@@ -270,7 +275,7 @@ class CommitLog:
         """
         props = m.properties
         tags = props.get(PROPERTY_TAGS)
-        code = java_string_hash(tags) if tags else 0
+        code = self._tag_code(tags) if tags else 0
         if m.topic == SCHEDULE_TOPIC:
             code = self._schedule_tags_code(props, m.store_timestamp, code)
         return DispatchRequest(
@@ -278,6 +283,22 @@ class CommitLog:
             props.get(PROPERTY_KEYS), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), m.sys_flag,
             m.prepared_transaction_offset, props,
         )  # fmt: skip
+
+    def _tag_code(self, tags: str) -> int:
+        code = self._tag_codes.get(tags)
+        if code is None:
+            code = java_string_hash(tags)
+            if len(self._tag_codes) < 4096:
+                self._tag_codes[tags] = code
+        return code
+
+    def _msg_id(self, store_host: tuple[str, int], offset: int) -> str:
+        """Offset message id, with the hex of host and port computed once per host."""
+        prefix = self._id_prefixes.get(store_host)
+        if prefix is None:
+            prefix = create_offset_message_id(store_host, 0)[:-16]
+            self._id_prefixes[store_host] = prefix
+        return f"{prefix}{offset & 0xFFFFFFFFFFFFFFFF:016X}"
 
     def _schedule_tags_code(self, props: dict[str, str], store_ts: int, default: int) -> int:
         raw = props.get(PROPERTY_DELAY_TIME_LEVEL)
@@ -323,7 +344,7 @@ class CommitLog:
         """Consume-queue tag code of a record (§4.3)."""
         props = info.properties or {}
         tags = props.get(PROPERTY_TAGS)
-        code = java_string_hash(tags) if tags else 0
+        code = self._tag_code(tags) if tags else 0
         if info.topic == SCHEDULE_TOPIC:
             code = self._schedule_tags_code(props, info.store_timestamp, code)
         return code

@@ -227,11 +227,15 @@ class MessageStore:
     """``DefaultMessageStore``: open with :meth:`open` or use as a context manager."""
 
     def __init__(self, config: MessageStoreConfig | None = None, *, root: str | os.PathLike[str] | None = None,
-                 read_only: bool = False, progress: Callable[[str, int, int], None] | None = None) -> None:  # fmt: skip
+                 read_only: bool = False, progress: Callable[[str, int, int], None] | None = None,
+                 dispatch: bool = True) -> None:  # fmt: skip
         self.config = config or MessageStoreConfig()
         if root is not None:
             self.config.store_path_root_dir = str(root)
         self.read_only = read_only
+        # dispatch=False runs no reput thread: records are appended only, and their consume-queue
+        # units and index keys are built when the store is next opened (bulk loads, benchmarks).
+        self.dispatch_enabled = dispatch
         self.root = self.config.root
         self._progress = progress
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
@@ -406,11 +410,15 @@ class MessageStore:
             reput_from = max(reput_from, cq.max_physic_offset)
         reput_from = max(reput_from, 0, self.commit_log.get_min_offset())
         self.reput = ReputMessageService(self, reput_from)
-        self.commit_log.on_append = self.reput.wakeup
-        self.commit_log.dispatch_handoff = deque()
         self.reput.start()
         self.reput.wait_caught_up(3600.0)
         self._recover_topic_queue_table()
+        if self.dispatch_enabled:
+            self.commit_log.on_append = self.reput.wakeup
+            self.commit_log.dispatch_handoff = deque()
+        else:
+            self.reput.shutdown()
+            self.reput = None
         self.abort_file.touch()
         self._fsync_dir(self.root)
 
