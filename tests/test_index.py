@@ -7,6 +7,7 @@ The golden stores were written with maxHashSlotNum=1000 and maxIndexNum=4000
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import struct
 import threading
@@ -98,12 +99,26 @@ def test_index_key_hash_is_abs_of_java_hash_and_zero_for_min_value() -> None:
 
 # --- golden reproduction ----------------------------------------------------------------------
 @pytest.mark.parametrize("store", ["clean", "crashed"])
-def test_build_index_reproduces_rocketmq_files_byte_for_byte(tmp_path: Path, store: str) -> None:
+@pytest.mark.parametrize("batched", [False, True], ids=["per-record", "batched"])
+def test_build_index_reproduces_rocketmq_files_byte_for_byte(tmp_path: Path, store: str, batched: bool) -> None:
     msgs = dump_messages(store)
     service = IndexService(tmp_path, SLOTS, ENTRIES)
     full_calls: list[int] = []
     service.on_file_full = full_calls.append
-    feed(service, msgs)
+    if batched:
+        # Random batch sizes, so batches straddle the file boundary and start new files.
+        rng = random.Random(3)
+        i = 0
+        while i < len(msgs):
+            n = rng.randrange(1, 400)
+            service.build_index_batch([
+                (r["topic"], r["physicalOffset"], r["storeTimestamp"], r["sysFlag"],
+                 r["properties"].get("UNIQ_KEY"), r["properties"].get("KEYS"))
+                for r in msgs[i : i + n]
+            ])  # fmt: skip
+            i += n
+    else:
+        feed(service, msgs)
     service.flush()
     golden = golden_index_files(store)
     assert len(service.files) == len(golden) == 2

@@ -404,3 +404,42 @@ def test_decode_of_put_record_matches(tmp_path: Path) -> None:
         msg = decode_record(data, check_crc=True)
         assert msg.born_host == ("10.0.0.1", 5000) and msg.born_timestamp == 123
         assert msg.store_timestamp == r.store_timestamp and msg.commit_log_offset == r.wrote_offset
+
+
+def test_handoff_dispatch_builds_what_parsing_builds(tmp_path: Path) -> None:
+    """Units and index entries built from requests handed over at append time are byte for
+    byte those that dispatching the records parsed back from the commit log builds."""
+    with MessageStore(small_config(tmp_path / "a")) as store:
+        for i in range(300):
+            props = {"TAGS": f"T{i % 3}", "KEYS": f"k{i} shared"}
+            if i % 50 == 7:
+                props["DELAY"] = "2"
+            store.put_message(Message("Hand", bytes(100 + i), 0, props), i % 3)
+        store.put_messages([Message("Hand", b"b%d" % i, 0, {"KEYS": f"b{i}"}) for i in range(20)], 1)
+        assert store.wait_dispatched()
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.rmtree(tmp_path / "b" / "consumequeue")
+    shutil.rmtree(tmp_path / "b" / "index")
+    with MessageStore(small_config(tmp_path / "b")):
+        pass  # reopening dispatches every record by parsing it
+    cq_a = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a" / "consumequeue").rglob("*") if p.is_file())
+    cq_b = sorted(p.relative_to(tmp_path / "b") for p in (tmp_path / "b" / "consumequeue").rglob("*") if p.is_file())
+    assert cq_a == cq_b and cq_a
+    for rel in cq_a:
+        assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
+    idx_a = [p.read_bytes() for p in sorted((tmp_path / "a" / "index").iterdir())]
+    idx_b = [p.read_bytes() for p in sorted((tmp_path / "b" / "index").iterdir())]
+    assert len(idx_a) == len(idx_b) > 1
+    for a, b in zip(idx_a, idx_b, strict=True):
+        assert a == b
+
+
+def test_arrival_listener_and_wait(tmp_path: Path) -> None:
+    seen: list[tuple[str, int, int]] = []
+    with MessageStore(small_config(tmp_path / "s")) as store:
+        store.message_arriving_listener = lambda topic, qid, max_offset, *_: seen.append((topic, qid, max_offset))
+        for _ in range(5):
+            store.put_message(Message("Arrive", b"x", 0, {}), 1)
+        assert store.wait_dispatched()
+        assert seen == [("Arrive", 1, n) for n in range(1, 6)]
+        assert store.dispatch_behind_bytes() == 0

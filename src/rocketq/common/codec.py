@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import Final
 
@@ -80,6 +81,13 @@ _HEADERS: dict[tuple[bool, bool], struct.Struct] = {
 }
 
 
+_HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+_HEADER_BY_FLAGS = {
+    f: _HEADERS[(bool(f & BORNHOST_V6_FLAG), bool(f & STOREHOSTADDRESS_V6_FLAG))]
+    for f in (0, BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, _HOST_FLAGS)
+}
+
+
 def header_struct(sys_flag: int) -> struct.Struct:
     return _HEADERS[(bool(sys_flag & BORNHOST_V6_FLAG), bool(sys_flag & STOREHOSTADDRESS_V6_FLAG))]
 
@@ -94,6 +102,9 @@ def record_length(sys_flag: int, body_len: int, topic_len: int, props_len: int, 
     s = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
     fixed = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + b + 8 + s + 4 + 8 + 4
     return fixed + body_len + (2 if v2 else 1) + topic_len + 2 + props_len
+
+
+_FIXED_LENGTH = {f: record_length(f, 0, 0, 0) - 1 - 2 for f in _HEADER_BY_FLAGS}  # all but variable parts
 
 
 def properties_bytes_of(msg: MessageExt | Message) -> bytes:
@@ -157,8 +168,8 @@ def prepare_record(msg: MessageExt, *, allow_v2: bool = False) -> PreparedRecord
         raise ValueError(f"topic longer than {MAX_TOPIC_LENGTH_V1} characters")
     if len(props) > MAX_PROPERTIES_LENGTH:
         raise PropertiesTooLongError(f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_LENGTH}")
-    total = record_length(sys_flag, len(body), len(topic), len(props), v2)
-    body_crc = crc32_masked(body)
+    total = _FIXED_LENGTH[sys_flag & _HOST_FLAGS] + len(body) + (2 if v2 else 1) + len(topic) + 2 + len(props)
+    body_crc = zlib.crc32(body) & 0x7FFFFFFF if body else 0
     magic = MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE
     topic_len = _I16.pack(len(topic)) if v2 else bytes((len(topic),))
     tail = b"".join((body, topic_len, topic, _I16.pack(len(props)), props))
@@ -172,7 +183,7 @@ def prepare_record(msg: MessageExt, *, allow_v2: bool = False) -> PreparedRecord
     msg.magic = magic
     msg.store_size = total
     msg.properties_bytes = props
-    return PreparedRecord(header_struct(sys_flag), args, tail, total, sys_flag)
+    return PreparedRecord(_HEADER_BY_FLAGS[sys_flag & _HOST_FLAGS], args, tail, total, sys_flag)
 
 
 def encode_record(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:

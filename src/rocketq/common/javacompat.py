@@ -16,6 +16,8 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 
+import numpy as np
+
 _MASK32 = 0xFFFFFFFF
 
 
@@ -76,3 +78,45 @@ def hashmap_order(names: Iterable[str], initial_capacity: int = 16) -> list[str]
         buckets <<= 1
     index = {n: i for i, n in enumerate(ordered)}
     return sorted(ordered, key=lambda n: (_bucket(n, buckets), index[n]))
+
+
+_POW31_U64 = np.ones(1, dtype=np.uint64)
+
+
+def _pow31_table(n: int) -> np.ndarray:
+    """31^i mod 2^32 for i < n (grown on demand)."""
+    global _POW31_U64
+    if len(_POW31_U64) < n:
+        size = max(n, 2 * len(_POW31_U64), 256)
+        table = np.empty(size, dtype=np.uint64)
+        acc = 1
+        for i in range(size):
+            table[i] = acc
+            acc = (acc * 31) & _MASK32
+        _POW31_U64 = table
+    return _POW31_U64
+
+
+def java_string_hashes(strings: list[str]) -> np.ndarray:
+    """``String.hashCode`` of many strings at once, as unsigned 32-bit values (uint64 array).
+
+    For ASCII text, h = Σ c[i]·31^(n−1−i) mod 2^32 is one weighted sum per
+    string, done with numpy over all strings together; other strings take the
+    scalar path.
+    """
+    count = len(strings)
+    if count == 0:
+        return np.empty(0, dtype=np.uint64)
+    joined = "".join(strings)
+    if not joined.isascii():
+        return np.array([java_string_hash(s) & _MASK32 for s in strings], dtype=np.uint64)
+    lens = np.fromiter(map(len, strings), dtype=np.int64, count=count)
+    data = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).astype(np.uint64)
+    ends = np.cumsum(lens)
+    exponents = np.repeat(ends, lens) - 1 - np.arange(len(data), dtype=np.int64)
+    weighted = data * _pow31_table(int(lens.max()))[exponents]
+    nonempty = lens > 0
+    sums = np.zeros(count, dtype=np.uint64)
+    if len(data):
+        sums[nonempty] = np.add.reduceat(weighted, (ends - lens)[nonempty])
+    return sums & np.uint64(_MASK32)

@@ -71,11 +71,13 @@ def properties_to_string(properties: dict[str, str]) -> str:
     accept either way). Entries whose value is None are skipped, as are
     transient names, which are never stored.
     """
-    return "\x02".join(
-        f"{name}\x01{value}"
-        for name, value in properties.items()
-        if value is not None and not name.startswith(TRANSIENT_PREFIX)
-    )
+    s = "\x02".join([f"{name}\x01{value}" for name, value in properties.items() if value is not None])
+    if TRANSIENT_PREFIX in s:  # rare: filter exactly
+        s = "\x02".join([
+            f"{name}\x01{value}" for name, value in properties.items()
+            if value is not None and not name.startswith(TRANSIENT_PREFIX)
+        ])  # fmt: skip
+    return s
 
 
 def string_to_properties(s: str) -> dict[str, str]:

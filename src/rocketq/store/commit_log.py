@@ -158,6 +158,8 @@ class CommitLog:
     # --- appending -------------------------------------------------------------------
     def _delay_rewrite(self, msg: MessageExt) -> None:
         """Turn a delayed message into a ``SCHEDULE_TOPIC_XXXX`` record (§3.7 step 3)."""
+        if PROPERTY_DELAY_TIME_LEVEL not in msg.properties:
+            return
         tt = transaction_type(msg.sys_flag)
         if tt not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) or msg.topic == SCHEDULE_TOPIC:
             return

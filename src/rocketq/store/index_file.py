@@ -26,8 +26,10 @@ import struct
 from operator import mul as _mul
 from pathlib import Path
 
+import numpy as np
+
 from rocketq.common.errors import StoreError
-from rocketq.common.javacompat import java_string_hash
+from rocketq.common.javacompat import java_string_hash, java_string_hashes
 from rocketq.store.mapped_file import MappedFile
 
 INDEX_HEADER_SIZE = 40
@@ -69,6 +71,18 @@ def index_key_hash(key: str) -> int:
         if h < 0:
             h = -h
     return h if h <= _INT_MAX else 0
+
+
+def index_key_hashes(keys: list[str]) -> np.ndarray:
+    """:func:`index_key_hash` of many keys at once (int64 array)."""
+    h = java_string_hashes(keys).astype(np.int64)
+    neg = h >= 0x80000000
+    h[neg] = 0x100000000 - h[neg]  # |signed value|
+    h[h > _INT_MAX] = 0  # Math.abs(Integer.MIN_VALUE) stays negative: Java maps it to 0
+    return h
+
+
+_ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 
 
 class IndexFile:
@@ -182,10 +196,15 @@ class IndexFile:
     # --- writing --------------------------------------------------------------
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add one key (§5.6); False when the file is full."""
+        if self._index_count >= self.index_num:
+            return False
+        return self.put_key_hashed(index_key_hash(key), phy_offset, store_timestamp)
+
+    def put_key_hashed(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """:meth:`put_key` for a precomputed :func:`index_key_hash`."""
         n = self._index_count
         if n >= self.index_num:
             return False
-        key_hash = index_key_hash(key)
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
         mm = self._mm
         prev = _SLOT.unpack_from(mm, slot_pos)[0]
@@ -214,6 +233,68 @@ class IndexFile:
         _HEADER.pack_into(mm, 0, begin_ts, store_timestamp, self._begin_phy_offset, phy_offset,
                           self._hash_slot_count, n + 1)  # fmt: skip
         return True
+
+    def put_keys(self, hashes: np.ndarray, phys: np.ndarray, times: np.ndarray) -> int:
+        """Add many keys with precomputed :func:`index_key_hashes`; return how many fit.
+
+        The same entries, slot heads and header as that many :meth:`put_key` calls,
+        written as one block: entries back to back, each slot head set to the newest
+        entry of the batch in that slot, the header once. The first entry of a file
+        (which sets beginTimestamp) goes through :meth:`put_key` to keep its quirk.
+        """
+        total = len(hashes)
+        done = 0
+        if total and self._index_count <= 1:
+            if not self.put_key_hashed(int(hashes[0]), int(phys[0]), int(times[0])):
+                return 0
+            done = 1
+        n0 = self._index_count
+        count = min(total - done, self.index_num - n0)
+        if count <= 0:
+            return done
+        h = hashes[done : done + count]
+        p = phys[done : done + count]
+        t = times[done : done + count]
+        nums = np.arange(n0, n0 + count, dtype=np.int64)
+        slots = h % self.hash_slot_num
+        slot_table = np.frombuffer(self._mm, dtype=">i4", count=self.hash_slot_num, offset=INDEX_HEADER_SIZE)
+        try:
+            prev = slot_table[slots].astype(np.int64)
+            prev[(prev <= INVALID_INDEX) | (prev > n0)] = INVALID_INDEX
+            # Within the batch, a key's chain link is the previous key of the batch in its slot.
+            order = np.argsort(slots, kind="stable")
+            ss = slots[order]
+            same = np.empty(count, dtype=bool)
+            same[0] = False
+            same[1:] = ss[1:] == ss[:-1]
+            prev_sorted = prev[order]
+            prev_sorted[same] = nums[order][:-1][same[1:]]
+            prev[order] = prev_sorted
+            last_in_slot = np.ones(count, dtype=bool)
+            last_in_slot[:-1] = ~same[1:]
+            slot_table[ss[last_in_slot]] = nums[order][last_in_slot]
+        finally:
+            del slot_table
+        begin_ts = self._begin_timestamp
+        if begin_ts <= 0:
+            diff = np.zeros(count, dtype=np.int64)
+        else:
+            diff = np.clip((t - begin_ts) // 1000, 0, _INT_MAX)
+            diff[t - begin_ts <= 0] = 0  # Java truncates toward zero; negatives clamp to 0
+        entries = np.empty(count, dtype=_ENTRY_DTYPE)
+        entries["hash"] = h
+        entries["phy"] = p
+        entries["diff"] = diff
+        entries["prev"] = prev
+        start = self._entries_base + n0 * INDEX_SIZE
+        self._mm[start : start + count * INDEX_SIZE] = entries.tobytes()
+        self._hash_slot_count += int(np.count_nonzero(prev == INVALID_INDEX))
+        self._index_count = n0 + count
+        self._end_phy_offset = end_phy = int(p[-1])
+        self._end_timestamp = end_ts = int(t[-1])
+        _HEADER.pack_into(self._mm, 0, begin_ts, end_ts, self._begin_phy_offset, end_phy,
+                          self._hash_slot_count, self._index_count)  # fmt: skip
+        return done + count
 
     # --- reading --------------------------------------------------------------
     def select_phy_offsets(self, phy_offsets: list[int], key: str, max_num: int, begin: int,

@@ -31,9 +31,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+
 from rocketq.common.errors import StoreError
 from rocketq.common.message import KEY_SEPARATOR, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
-from rocketq.store.index_file import IndexFile, index_file_size, index_key_hash
+from rocketq.store.index_file import IndexFile, index_file_size, index_key_hash, index_key_hashes
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +154,48 @@ class IndexService:
                         if not f.put_key(key, commit_log_offset, store_timestamp):
                             f = self._last_writable_file()
                             f.put_key(key, commit_log_offset, store_timestamp)
+
+    def build_index_batch(self, records: list[tuple[str, int, int, int, str | None, str | None]]) -> None:
+        """Index many dispatched records, in commit-log order, with the rules of :meth:`build_index`.
+
+        *records* are (topic, commit_log_offset, store_timestamp, sys_flag, uniq_key, keys).
+        Keys are hashed together and written a file at a time (:meth:`IndexFile.put_keys`);
+        the files end up byte for byte as with one :meth:`build_index` call per record.
+        """
+        if self.read_only:
+            raise StoreError("store is open read-only")
+        keys: list[str] = []
+        phys: list[int] = []
+        times: list[int] = []
+        with self._write_lock:
+            f = self._last_writable_file()
+            floor = f.end_phy_offset
+            for topic, offset, store_ts, sys_flag, uniq_key, key_field in records:
+                # Offsets only grow within a batch, so the "already indexed" test of
+                # build_index needs the end offset as it was when the batch began.
+                if offset < floor or sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
+                    continue
+                if uniq_key is not None:
+                    keys.append(f"{topic}#{uniq_key}")
+                    phys.append(offset)
+                    times.append(store_ts)
+                if key_field:
+                    for token in key_field.split(KEY_SEPARATOR):
+                        if token:
+                            keys.append(f"{topic}#{token}")
+                            phys.append(offset)
+                            times.append(store_ts)
+            if not keys:
+                return
+            hashes = index_key_hashes(keys)
+            phy_arr = np.array(phys, dtype=np.int64)
+            time_arr = np.array(times, dtype=np.int64)
+            done = 0
+            while done < len(keys):
+                n = f.put_keys(hashes[done:], phy_arr[done:], time_arr[done:])
+                done += n
+                if done < len(keys):
+                    f = self._last_writable_file()
 
     def _last_writable_file(self) -> IndexFile:
         """The last file, or a new one when there is none or it is full (``getAndCreateLastIndexFile``)."""

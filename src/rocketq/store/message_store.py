@@ -40,6 +40,7 @@ from rocketq.common.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
     HostPort,
     Message,
@@ -76,6 +77,8 @@ TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 # Topics the store writes for itself; the broker keeps no write-queue limit for them here.
 INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
 MAX_QUEUE_ID = 1023
+_UNCHECKED = object()
+DISPATCH_BATCH = 512  # records per dispatch round: bounds the wake-up delay of a long poll
 _PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
@@ -161,7 +164,8 @@ class ReputMessageService:
         min_offset = cl.get_min_offset()
         if min_offset > self.reput_from_offset:
             self.reput_from_offset = min_offset
-        dispatch = store.do_dispatch
+        dispatch_batch = store.do_dispatch_batch
+        batch: list[DispatchRequest] = []
         while self.reput_from_offset < cl.get_max_offset() and not self._stopped.is_set():
             found = cl.get_data(self.reput_from_offset)
             if found is None:
@@ -182,13 +186,17 @@ class ReputMessageService:
                         req = handoff[0]
                     if req.commit_log_offset == offset:
                         handoff.popleft()
-                        dispatch(req)
+                        batch.append(req)
                         pos += req.msg_size
+                        if len(batch) >= DISPATCH_BATCH:
+                            break
                         continue
-                info, req = cl.check_message_and_return_size(mm, pos, False)
-                if info.ok and req is not None:
-                    dispatch(req)
+                info, parsed = cl.check_message_and_return_size(mm, pos, False)
+                if info.ok and parsed is not None:
+                    batch.append(parsed)
                     pos += info.size
+                    if len(batch) >= DISPATCH_BATCH:
+                        break
                 elif info.ok and info.blank:
                     pos = cl.file_size
                     break
@@ -196,6 +204,9 @@ class ReputMessageService:
                     pos += info.size  # length mismatch: RocketMQ logs and skips the record
                 else:
                     break
+            if batch:
+                dispatch_batch(batch)
+                batch = []
             new_offset = base + pos
             if new_offset == self.reput_from_offset:
                 break
@@ -259,6 +270,7 @@ class MessageStore:
         self._closed = True
         self._uniq = UniqueIdGenerator(self.config.broker_ip1)
         self._good_topics: set[str] = set()
+        self._checked_queues: dict[tuple[str, int], object] = {}
         # Called after a record reaches its consume queue (long polling wake-up).
         self.message_arriving_listener: Callable[[str, int, int, int, int, dict[str, str]], None] | None = None
 
@@ -536,6 +548,35 @@ class MessageStore:
             listener(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code, req.store_timestamp,
                      req.properties)  # fmt: skip
 
+    def do_dispatch_batch(self, reqs: list[DispatchRequest]) -> None:
+        """:meth:`do_dispatch` for records in commit-log order: units first, then the
+        index for all of them at once (keys hashed together), then the wake-ups."""
+        if self.read_only or not reqs:
+            return
+        find = self.find_consume_queue
+        last_ts = 0
+        for req in reqs:
+            tt = req.sys_flag & TRANSACTION_MASK
+            if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+                cq = find(req.topic, req.queue_id)
+                assert cq is not None
+                cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
+                                             req.consume_queue_offset)  # fmt: skip
+                last_ts = req.store_timestamp
+        if last_ts and self.checkpoint is not None:
+            self.checkpoint.logics_msg_timestamp = last_ts
+        if self.config.message_index_enable:
+            self.index_service.build_index_batch([
+                (r.topic, r.commit_log_offset, r.store_timestamp, r.sys_flag, r.uniq_key, r.keys) for r in reqs
+            ])  # fmt: skip
+        listener = self.message_arriving_listener
+        if listener is not None:
+            for req in reqs:
+                tt = req.sys_flag & TRANSACTION_MASK
+                if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+                    listener(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code,
+                             req.store_timestamp, req.properties)  # fmt: skip
+
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Block until every appended record is in its consume queue and the index."""
         if self.reput is None:
@@ -609,12 +650,17 @@ class MessageStore:
     def _validate(self, msg: MessageExt) -> PutMessageResult | None:
         if self.read_only or self._closed:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not open for writing")
-        err = self._check_topic(msg.topic)
-        if err:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=err)
-        err = self._check_queue(msg.topic, msg.queue_id)
-        if err:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=err)
+        topic = msg.topic
+        key = (topic, msg.queue_id)
+        # A queue already checked stays valid while its topic's config object is the same.
+        known = self._checked_queues.get(key, _UNCHECKED)
+        if known is _UNCHECKED or self.topic_config_manager.get(topic) is not known:
+            err = self._check_topic(topic) or self._check_queue(topic, msg.queue_id)
+            if err:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=err)
+            self._ensure_topic(topic, msg.queue_id)
+            if len(self._checked_queues) < 100_000:
+                self._checked_queues[key] = self.topic_config_manager.get(topic)
         if len(msg.body or b"") > self.config.max_message_size:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL,
@@ -631,7 +677,6 @@ class MessageStore:
         bad = self._validate(msg)
         if bad is not None:
             return bad
-        self._ensure_topic(msg.topic, msg.queue_id)
         result = self.commit_log.put_message(msg)
         return self._after_put(result)
 
