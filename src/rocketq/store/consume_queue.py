@@ -160,6 +160,43 @@ class ConsumeQueue:
         self.max_physic_offset = phys + size
         return True
 
+    def put_message_position_infos(self, phys: list[int], sizes: list[int], tags: list[int],
+                                   cq_offsets: list[int]) -> None:  # fmt: skip
+        """Append many units in queue order; the same bytes as one
+        :meth:`put_message_position_info` call each.
+
+        When the units continue the last file exactly and fit in it (the normal case
+        during dispatch) they are written as one numpy block; anything else (replays,
+        a file boundary, a queue's first file) goes unit by unit.
+        """
+        n = len(phys)
+        i = 0
+        while i < n and phys[i] + sizes[i] <= self.max_physic_offset:
+            i += 1  # already built
+        if i == n:
+            return
+        mf = self.queue.last()
+        count = n - i
+        if (
+            mf is not None
+            and cq_offsets[i] * CQ_STORE_UNIT_SIZE == mf.file_from_offset + mf.wrote_position
+            and cq_offsets[-1] - cq_offsets[i] == count - 1
+            and mf.wrote_position + count * CQ_STORE_UNIT_SIZE <= self.mapped_file_size
+            and phys[-1] + sizes[-1] > self.max_physic_offset
+        ):
+            block = np.empty(count, dtype=CQ_DTYPE)
+            block["phys"] = phys[i:]
+            block["size"] = sizes[i:]
+            block["tags"] = tags[i:]
+            pos = mf.wrote_position
+            end = pos + count * CQ_STORE_UNIT_SIZE
+            mf.mm[pos:end] = block.tobytes()
+            mf.wrote_position = mf.committed_position = end
+            self.max_physic_offset = phys[-1] + sizes[-1]
+            return
+        for j in range(i, n):
+            self.put_message_position_info(phys[j], sizes[j], tags[j], cq_offsets[j])
+
     def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:
         n = (until_where % self.mapped_file_size) // CQ_STORE_UNIT_SIZE
         if n:
@@ -172,8 +209,9 @@ class ConsumeQueue:
     def get_max_offset_in_queue(self) -> int:
         return self.queue.get_max_offset() // CQ_STORE_UNIT_SIZE
 
-    def get_index_buffer(self, start_index: int) -> np.ndarray | None:
-        """Units from *start_index* to the end of the data in that file (``getIndexBuffer``)."""
+    def get_index_buffer(self, start_index: int, max_units: int | None = None) -> np.ndarray | None:
+        """Units from *start_index* to the end of the data in that file (``getIndexBuffer``),
+        at most *max_units* of them."""
         offset = start_index * CQ_STORE_UNIT_SIZE
         if offset < self.min_logic_offset:
             return None
@@ -182,6 +220,8 @@ class ConsumeQueue:
             return None
         pos = offset % self.mapped_file_size
         end = mf.read_position()
+        if max_units is not None:
+            end = min(end, pos + max_units * CQ_STORE_UNIT_SIZE)
         if pos >= end:
             return np.empty(0, dtype=CQ_DTYPE)
         return np.frombuffer(mf.mm[pos:end], dtype=CQ_DTYPE)
@@ -192,7 +232,7 @@ class ConsumeQueue:
         idx = start_index
         left = max_count
         while left > 0:
-            buf = self.get_index_buffer(idx)
+            buf = self.get_index_buffer(idx, left)
             if buf is None or len(buf) == 0:
                 break
             buf = buf[:left]

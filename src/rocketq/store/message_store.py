@@ -553,16 +553,24 @@ class MessageStore:
         index for all of them at once (keys hashed together), then the wake-ups."""
         if self.read_only or not reqs:
             return
-        find = self.find_consume_queue
+        # Units grouped by queue, in order within each queue: queues are independent.
+        per_queue: dict[tuple[str, int], tuple[list[int], list[int], list[int], list[int]]] = {}
         last_ts = 0
         for req in reqs:
             tt = req.sys_flag & TRANSACTION_MASK
             if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-                cq = find(req.topic, req.queue_id)
-                assert cq is not None
-                cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
-                                             req.consume_queue_offset)  # fmt: skip
+                cols = per_queue.get((req.topic, req.queue_id))
+                if cols is None:
+                    cols = per_queue[(req.topic, req.queue_id)] = ([], [], [], [])
+                cols[0].append(req.commit_log_offset)
+                cols[1].append(req.msg_size)
+                cols[2].append(req.tags_code)
+                cols[3].append(req.consume_queue_offset)
                 last_ts = req.store_timestamp
+        for (topic, queue_id), cols in per_queue.items():
+            cq = self.find_consume_queue(topic, queue_id)
+            assert cq is not None
+            cq.put_message_position_infos(*cols)
         if last_ts and self.checkpoint is not None:
             self.checkpoint.logics_msg_timestamp = last_ts
         if self.config.message_index_enable:
@@ -729,24 +737,31 @@ class MessageStore:
         if offset > max_offset:
             nxt = min_offset if min_offset == 0 else max_offset
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, nxt, min_offset, max_offset)
-        units = cq.get_index_buffer(offset)
+        # RocketMQ looks at most max(16000, maxMsgNums × 20) bytes of units per pull.
+        max_filter = max(16000, max_count * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
+        units = cq.get_index_buffer(offset, max_filter)
         if units is None:
             return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, cq.roll_next_file(offset), min_offset,
                                     max_offset)  # fmt: skip
         cfg = self.config
         result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
-        max_filter = max(16000, max_count * 20) // CQ_STORE_UNIT_SIZE
-        units = units[:max_filter]
         phys_arr = units["phys"].astype(np.int64).tolist()
         size_arr = units["size"].astype(np.int64).tolist()
         tags_arr = units["tags"].astype(np.int64).tolist() if message_filter is not None else None
-        max_phy = self.commit_log.get_max_offset()
+        cl = self.commit_log
+        max_phy = cl.get_max_offset()
         memory = _PHYSICAL_MEMORY * cfg.access_message_in_memory_max_ratio // 100
+        mem_bytes, mem_count = cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory
+        disk_bytes, disk_count = cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk
+        file_size = cl.file_size
         next_phy_file_start = -1
         total_size = 0
         messages = result.messages
         queue_offsets = result.queue_offsets
-        cl = self.commit_log
+        # The mapped file of the previous message: consecutive units mostly share one.
+        mf_start = mf_end = -1
+        mf_mm = None
+        mf_readable = 0
         i = 0
         last_phy = 0
         n = len(phys_arr)
@@ -757,17 +772,14 @@ class MessageStore:
             if next_phy_file_start >= 0 and phys < next_phy_file_start:
                 i += 1
                 continue
-            in_disk = max_phy - phys > memory
             count = len(messages)
             if total_size and count:
                 if max_count <= count:
                     break
-                if in_disk:
-                    if total_size + size > cfg.max_transfer_bytes_on_message_in_disk or \
-                            count > cfg.max_transfer_count_on_message_in_disk - 1:
+                if max_phy - phys > memory:  # "in disk": RocketMQ sends less per pull
+                    if total_size + size > disk_bytes or count > disk_count - 1:
                         break
-                elif total_size + size > cfg.max_transfer_bytes_on_message_in_memory or \
-                        count > cfg.max_transfer_count_on_message_in_memory - 1:
+                elif total_size + size > mem_bytes or count > mem_count - 1:
                     break
             if tags_arr is not None and message_filter is not None and \
                     not message_filter.is_matched_by_consume_queue(tags_arr[i]):
@@ -775,7 +787,21 @@ class MessageStore:
                     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
                 i += 1
                 continue
-            data = cl.get_message(phys, size)
+            if not mf_start <= phys < mf_end:
+                found = cl.get_data(phys)
+                if found is None:
+                    mf_start = mf_end = -1
+                else:
+                    mf, _pos = found
+                    mf_start = mf.file_from_offset
+                    mf_end = mf_start + file_size
+                    mf_mm = mf.mm
+                    mf_readable = mf_start + mf.read_position()
+            if mf_start <= phys and phys + size <= mf_readable and size > 0 and mf_mm is not None:
+                pos = phys - mf_start
+                data: bytes | None = mf_mm[pos : pos + size]
+            else:
+                data = None
             if data is None:
                 if not total_size:
                     result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
