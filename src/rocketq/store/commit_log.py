@@ -46,6 +46,7 @@ from rocketq.common.message import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
     MessageExt,
     transaction_type,
@@ -187,35 +188,97 @@ class CommitLog:
         msg.queue_id = level - 1
 
     def put_message(self, msg: MessageExt) -> PutMessageResult:
-        return self.put_messages([msg], batch=False)
+        """Append one message: the common case, without a batch's bookkeeping."""
+        if self.read_only:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is open read-only")
+        self._delay_rewrite(msg)
+        from_dict = msg.properties_bytes is None
+        prep = self._prepare(msg)
+        if isinstance(prep, PutMessageResult):
+            return prep
+        total = prep.total
+        key = f"{msg.topic}-{msg.queue_id}"
+        counts = msg.sys_flag & TRANSACTION_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+        handoff = self.dispatch_handoff
+        with self.put_lock:
+            store_ts = now_ms()
+            mf = self._writable_file(total)
+            if mf is None:
+                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot create a file")
+            qo = self.topic_queue_table.get(key, 0) if counts else 0
+            pos = mf.wrote_position
+            phys = mf.file_from_offset + pos
+            prep.write_into(mf.mm, pos, qo, phys, store_ts)
+            msg.queue_offset, msg.commit_log_offset, msg.store_timestamp = qo, phys, store_ts
+            if handoff is not None and from_dict and len(handoff) < HANDOFF_LIMIT:
+                handoff.append(self._request_of(msg, total))
+            mf.wrote_position = mf.committed_position = pos + total
+            mf.store_timestamp = store_ts
+            if counts:
+                self.topic_queue_table[key] = qo + 1
+        if self.on_append is not None:
+            self.on_append(phys + total)
+        msg_id = self._msg_id(msg.store_host, phys)
+        return PutMessageResult(PutMessageStatus.PUT_OK, phys, total, msg_id, store_ts, qo, 1, [msg_id])
+
+    def _prepare(self, m: MessageExt) -> PreparedRecord | PutMessageResult:
+        """Encode *m* for appending, or say why it cannot be stored."""
+        try:
+            prep = prepare_record(m)
+        except PropertiesTooLongError as e:
+            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, error=str(e))
+        except ValueError as e:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(e))
+        if prep.total > self.config.max_message_size:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                error=f"message of {prep.total} bytes exceeds maxMessageSize {self.config.max_message_size}",
+            )
+        if prep.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                error=f"{prep.total} bytes do not fit a commit-log file of {self.file_size} bytes",
+            )
+        return prep
+
+    def _writable_file(self, total: int) -> MappedFile | None:
+        """The file to append *total* bytes to (under the put lock).
+
+        When they would not leave 8 free bytes behind them, the current file is
+        ended with a BLANK record and the next one is used (§3.6).
+        """
+        mfq = self.mapped_file_queue
+        files = mfq.files
+        mf = files[-1] if files else None
+        if mf is None or mf.wrote_position >= mf.file_size:
+            mf = mfq.get_last_mapped_file(0)
+            if mf is None:
+                return None
+        free = mf.file_size - mf.wrote_position
+        if total + END_FILE_MIN_BLANK_LENGTH > free:
+            mf.write_at(mf.wrote_position, encode_blank(free))
+            mf.fill_to_end()
+            mf = mfq.get_last_mapped_file(0)
+        return mf
 
     def put_messages(self, msgs: list[MessageExt], *, batch: bool = True) -> PutMessageResult:
-        """Append one message, or a producer batch as consecutive records.
+        """Append a producer batch as consecutive records.
 
-        A batch shares one store timestamp and moves to the next file as a
-        whole when it does not fit the current one.
+        The records share one store timestamp and move to the next file as a
+        whole when they do not fit the current one. Batches are never delayed.
         """
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is open read-only")
+        if not batch and len(msgs) == 1:
+            return self.put_message(msgs[0])
         prepared: list[PreparedRecord] = []
         fast: list[bool] = []
         total = 0
-        max_size = self.config.max_message_size
         for m in msgs:
-            if not batch:
-                self._delay_rewrite(m)
             from_dict = m.properties_bytes is None
-            try:
-                prep = prepare_record(m)
-            except PropertiesTooLongError as e:
-                return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, error=str(e))
-            except ValueError as e:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(e))
-            if prep.total > max_size:
-                return PutMessageResult(
-                    PutMessageStatus.MESSAGE_ILLEGAL,
-                    error=f"message of {prep.total} bytes exceeds maxMessageSize {max_size}",
-                )
+            prep = self._prepare(m)
+            if isinstance(prep, PutMessageResult):
+                return prep
             prepared.append(prep)
             fast.append(from_dict)
             total += prep.total
@@ -226,23 +289,13 @@ class CommitLog:
             )
         first = msgs[0]
         key = f"{first.topic}-{first.queue_id}"
-        counts = transaction_type(first.sys_flag) in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+        counts = first.sys_flag & TRANSACTION_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
         handoff = self.dispatch_handoff
         with self.put_lock:
             store_ts = now_ms()
-            mfq = self.mapped_file_queue
-            files = mfq.files
-            mf = files[-1] if files else None
-            if mf is None or mf.wrote_position >= mf.file_size:
-                mf = mfq.get_last_mapped_file(0)
+            mf = self._writable_file(total)
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot create a file")
-            if total + END_FILE_MIN_BLANK_LENGTH > mf.file_size - mf.wrote_position:
-                mf.write_at(mf.wrote_position, encode_blank(mf.remaining))
-                mf.fill_to_end()
-                mf = mfq.get_last_mapped_file(0)
-                if mf is None:
-                    return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot roll")
             queue_offset = self.topic_queue_table.get(key, 0) if counts else 0
             pos = mf.wrote_position
             base_phys = phys = mf.file_from_offset + pos
