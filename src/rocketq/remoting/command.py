@@ -1,0 +1,689 @@
+"""RemotingCommand: one request or response of the remoting protocol, and its encodings.
+
+Mirrors RocketMQ's ``remoting/protocol/RemotingCommand`` (frame encode/decode, ``createRequestCommand``,
+``createResponseCommand``, ``decodeCommandCustomHeader``, ``makeCustomHeaderToNet``),
+``RocketMQSerializable`` (binary header) and ``RemotingSerializable`` (JSON header) (spec:
+remoting-protocol §2–§4).
+
+Frame (big-endian)::
+
+    0    i32  length        bytes after this field: 4 + H + B
+    4    i32  header word   bits 31-24 serialize type (0 JSON, 1 ROCKETMQ), bits 23-0 header length H
+    8    H    header
+    8+H  B    body          opaque bytes, B = length - 4 - H (0: no body)
+
+JSON header (type 0): fastjson's compact form of the command bean, members in alphabetical order,
+null members left out, every ``extFields`` value a string::
+
+    {"code":105,"extFields":{"topic":"T"},"flag":0,"language":"JAVA","opaque":1,"remark":"..",
+     "serializeTypeCurrentRPC":"JSON","version":401}
+
+ROCKETMQ header (type 1)::
+
+    0     i16  code              (Java casts to short: codes above 32767 do not survive)
+    2     i8   language          LanguageCode byte
+    3     i16  version
+    5     i32  opaque
+    9     i32  flag
+    13    i32  R, then R bytes   remark, UTF-8; 0 = null
+    17+R  i32  E, then E bytes   extFields entries: i16 key length, key, i32 value length, value;
+                                 an empty key or value reads as null, so the entry is dropped
+
+Replies rocketq sends always use JSON (C++ and Node.js clients read nothing else); frames of either type
+decode. Decoding keeps the order of ``extFields`` entries, so a decoded frame re-encodes to the same
+bytes in its own serialize type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+import re
+import struct
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, TypeVar, overload
+
+from rocketq.common import json_compat
+from rocketq.common.javacompat import decode_utf8_java, encode_utf8_java
+from rocketq.remoting.codes import (
+    CURRENT_VERSION,
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    LanguageCode,
+    ResponseCode,
+    SerializeType,
+    request_code_name,
+    response_code_name,
+)
+from rocketq.remoting.errors import FrameError, HeaderFieldError
+
+__all__ = [
+    "HeaderFields",
+    "RemotingCommand",
+    "create_request",
+    "create_response",
+    "decode_custom_header",
+    "decode_json_header",
+    "decode_rocketmq_header",
+    "encode_custom_header",
+    "encode_json_header",
+    "encode_rocketmq_header",
+    "ext_value",
+    "make_response_for",
+    "next_opaque",
+    "parse_bool",
+]
+
+_FRAME_HEAD = struct.Struct(">ii")
+_ROCKETMQ_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+ROCKETMQ_HEADER_MIN: Final = 21  # fixed part + remark length + extFields length
+MAX_HEADER_LENGTH: Final = 0xFFFFFF  # 24 bits of the header word
+
+_opaque_counter = itertools.count()
+
+
+def next_opaque() -> int:
+    """A new request id from the process-wide counter (Java's ``RemotingCommand.requestId``), 0 … 2³¹−1."""
+    return next(_opaque_counter) & 0x7FFFFFFF
+
+
+def _int32(value: int) -> int:
+    return ((int(value) + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+def _int16(value: int) -> int:
+    return ((int(value) + 0x8000) & 0xFFFF) - 0x8000
+
+
+# --------------------------------------------------------------------------------------------------
+# Custom-header values: Java's toString on the way out, decodeCommandCustomHeader's parsing on the way in
+# --------------------------------------------------------------------------------------------------
+
+
+def ext_value(value: object) -> str | None:
+    """The ``extFields`` string Java's ``makeCustomHeaderToNet`` makes of a header field value.
+
+    ``None`` → ``None`` (the field is left out); booleans → ``true``/``false``; enums → their name;
+    floats → Java's ``Double.toString``; other values → ``str``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return json_compat.java_double_str(value)
+    return str(value)
+
+
+class _Missing(enum.Enum):
+    MISSING = 0
+
+
+_MISSING: Final = _Missing.MISSING
+_D = TypeVar("_D")
+_T = TypeVar("_T")
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_INT_RANGE: Final = (-(1 << 31), (1 << 31) - 1)
+_LONG_RANGE: Final = (-(1 << 63), (1 << 63) - 1)
+
+
+def _parse_int(name: str, text: str, bounds: tuple[int, int], kind: str) -> int:
+    # Integer.parseInt / Long.parseLong: an optional sign and ASCII digits, nothing else, within range.
+    if _INT_TEXT.fullmatch(text) is None:
+        raise HeaderFieldError(name, f"the custom field <{name}> is not {kind}: {text!r}")
+    value = int(text)
+    if not bounds[0] <= value <= bounds[1]:
+        raise HeaderFieldError(name, f"the custom field <{name}> is out of range for {kind}: {text}")
+    return value
+
+
+def parse_bool(text: str) -> bool:
+    """A header boolean: ``true`` in any case (Java's ``Boolean.parseBoolean``) or ``1`` (C++ clients)."""
+    return text == "1" or text.lower() == "true"
+
+
+class HeaderFields(Mapping[str, str]):
+    """Typed read access to a command's ``extFields`` (its custom header), as Java's
+    ``decodeCommandCustomHeader`` parses them.
+
+    Each getter raises ``HeaderFieldError`` ("the custom field <x> is null") when the field is absent
+    and no default was given, or when the value does not parse; a server turns that into a
+    SYSTEM_ERROR response naming the field.
+    """
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields: Mapping[str, str] | None) -> None:
+        self._fields: Mapping[str, str] = fields if fields is not None else {}
+
+    def __getitem__(self, key: str) -> str:
+        return self._fields[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __repr__(self) -> str:
+        return f"HeaderFields({dict(self._fields)!r})"
+
+    def _raw(self, name: str) -> str | None:
+        value = self._fields.get(name)
+        return value if isinstance(value, str) else ext_value(value)
+
+    @overload
+    def get_str(self, name: str) -> str: ...
+    @overload
+    def get_str(self, name: str, default: _D) -> str | _D: ...
+    def get_str(self, name: str, default: object = _MISSING) -> object:
+        """The field as text."""
+        value = self._raw(name)
+        if value is None:
+            return self._absent(name, default)
+        return value
+
+    @overload
+    def get_int(self, name: str) -> int: ...
+    @overload
+    def get_int(self, name: str, default: _D) -> int | _D: ...
+    def get_int(self, name: str, default: object = _MISSING) -> object:
+        """The field as a Java ``int`` (32-bit, decimal)."""
+        value = self._raw(name)
+        if value is None:
+            return self._absent(name, default)
+        return _parse_int(name, value, _INT_RANGE, "an int")
+
+    @overload
+    def get_long(self, name: str) -> int: ...
+    @overload
+    def get_long(self, name: str, default: _D) -> int | _D: ...
+    def get_long(self, name: str, default: object = _MISSING) -> object:
+        """The field as a Java ``long`` (64-bit, decimal)."""
+        value = self._raw(name)
+        if value is None:
+            return self._absent(name, default)
+        return _parse_int(name, value, _LONG_RANGE, "a long")
+
+    @overload
+    def get_bool(self, name: str) -> bool: ...
+    @overload
+    def get_bool(self, name: str, default: _D) -> bool | _D: ...
+    def get_bool(self, name: str, default: object = _MISSING) -> object:
+        """The field as a boolean: true for ``true`` (any case) or ``1``, false for anything else."""
+        value = self._raw(name)
+        if value is None:
+            return self._absent(name, default)
+        return parse_bool(value)
+
+    @overload
+    def get_float(self, name: str) -> float: ...
+    @overload
+    def get_float(self, name: str, default: _D) -> float | _D: ...
+    def get_float(self, name: str, default: object = _MISSING) -> object:
+        """The field as a Java ``double``."""
+        value = self._raw(name)
+        if value is None:
+            return self._absent(name, default)
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise HeaderFieldError(name, f"the custom field <{name}> is not a double: {value!r}") from None
+
+    @staticmethod
+    def _absent(name: str, default: object) -> object:
+        if default is _MISSING:
+            raise HeaderFieldError(name, f"the custom field <{name}> is null")
+        return default
+
+
+def _field_type(tp: Any) -> Any:
+    """The base type of a header dataclass field annotation (``int | None`` → ``int``)."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return args[0] if len(args) == 1 else Any
+    return tp
+
+
+def decode_custom_header(cls: type[_T], fields: Mapping[str, str] | None) -> _T:
+    """Build custom-header dataclass ``cls`` from ``extFields`` (Java's ``decodeCommandCustomHeader``).
+
+    Each field's key is its camelCase name or ``metadata["json"]`` (e.g. ``"clientID"``, ``"a"``). A field
+    without a default is required: its absence raises ``HeaderFieldError``. ``str``, ``int``, ``bool``,
+    ``float``, ``Enum`` (by name) and their ``| None`` forms are parsed; unknown keys are ignored.
+    """
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    view = HeaderFields(fields)
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        key = json_compat.json_name(f)
+        tp = _field_type(hints.get(f.name, str))
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        default: object = _MISSING if required else None
+        if tp is bool:
+            value = view.get_bool(key, default)
+        elif tp is int:
+            value = view.get_long(key, default)
+        elif tp is float:
+            value = view.get_float(key, default)
+        elif isinstance(tp, type) and issubclass(tp, enum.Enum):
+            text = view.get_str(key, default)
+            if text is None:
+                value = None
+            elif text in tp.__members__:
+                value = tp.__members__[text]
+            else:
+                raise HeaderFieldError(key, f"the custom field <{key}> is not a {tp.__name__}: {text!r}")
+        else:
+            value = view.get_str(key, default)
+        if value is not None:
+            kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def encode_custom_header(header: object) -> dict[str, str]:
+    """The ``extFields`` of a custom-header dataclass (Java's ``makeCustomHeaderToNet``); ``None`` fields left out."""
+    if not (dataclasses.is_dataclass(header) and not isinstance(header, type)):
+        raise TypeError(f"{header!r} is not a dataclass instance")
+    result: dict[str, str] = {}
+    for f in dataclasses.fields(header):
+        text = ext_value(getattr(header, f.name))
+        if text is not None:
+            result[json_compat.json_name(f)] = text
+    return result
+
+
+def _ext_dict(fields: Mapping[str, object] | object | None) -> dict[str, str] | None:
+    if fields is None:
+        return None
+    if isinstance(fields, Mapping):
+        out: dict[str, str] = {}
+        for k, v in fields.items():
+            text = ext_value(v)
+            if text is not None:
+                out[str(k)] = text
+        return out
+    return encode_custom_header(fields)
+
+
+# --------------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class RemotingCommand:
+    """One frame of the protocol: a request (flag bit 0 clear) or a response (bit 0 set).
+
+    ``ext_fields`` is ``None`` when the header has no ``extFields`` member at all and ``{}`` when it
+    has an empty one (Java writes ``"extFields":{}`` when a header class with no set field was
+    attached); read it through ``header``. ``body`` is ``None`` for no body.
+    """
+
+    code: int
+    language: LanguageCode = LanguageCode.JAVA
+    version: int = CURRENT_VERSION
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] | None = None
+    body: bytes | None = None
+    serialize_type: SerializeType = SerializeType.JSON
+
+    # -- flags ------------------------------------------------------------------------------------
+
+    @property
+    def is_response(self) -> bool:
+        """Flag bit 0: this is a response."""
+        return bool(self.flag & FLAG_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        """Flag bit 1: a one-way request, to which nothing is answered."""
+        return bool(self.flag & FLAG_ONEWAY)
+
+    def mark_response(self) -> RemotingCommand:
+        self.flag |= FLAG_RESPONSE
+        return self
+
+    def mark_oneway(self) -> RemotingCommand:
+        self.flag |= FLAG_ONEWAY
+        return self
+
+    # -- custom header ----------------------------------------------------------------------------
+
+    @property
+    def header(self) -> HeaderFields:
+        """Typed read access to ``ext_fields``: ``cmd.header.get_int("queueId")``."""
+        return HeaderFields(self.ext_fields)
+
+    def set_ext(self, name: str, value: object) -> RemotingCommand:
+        """Set one ``extFields`` entry to Java's text of ``value``; ``None`` removes it."""
+        text = ext_value(value)
+        if text is None:
+            if self.ext_fields is not None:
+                self.ext_fields.pop(name, None)
+            return self
+        if self.ext_fields is None:
+            self.ext_fields = {}
+        self.ext_fields[name] = text
+        return self
+
+    def write_custom_header(self, fields: Mapping[str, object] | object) -> RemotingCommand:
+        """Merge a custom header (a dataclass or a mapping) into ``ext_fields`` (``{}`` if it has no field)."""
+        encoded = _ext_dict(fields) or {}
+        if self.ext_fields is None:
+            self.ext_fields = {}
+        self.ext_fields.update(encoded)
+        return self
+
+    def decode_custom_header(self, cls: type[_T]) -> _T:
+        """``ext_fields`` as custom-header dataclass ``cls`` (see ``decode_custom_header``)."""
+        return decode_custom_header(cls, self.ext_fields)
+
+    # -- encoding ---------------------------------------------------------------------------------
+
+    def encode_header(self, serialize_type: SerializeType | None = None) -> bytes:
+        """The header bytes alone, in ``serialize_type`` (default: the command's own)."""
+        st = self.serialize_type if serialize_type is None else serialize_type
+        if st == SerializeType.ROCKETMQ:
+            return encode_rocketmq_header(self)
+        return encode_json_header(self)
+
+    def encode(self, serialize_type: SerializeType | None = None) -> bytes:
+        """The whole frame, length prefix included, with the header in ``serialize_type``
+        (default: the command's own)."""
+        st = SerializeType(self.serialize_type if serialize_type is None else serialize_type)
+        header = self.encode_header(st)
+        if len(header) > MAX_HEADER_LENGTH:
+            raise FrameError(f"header of {len(header)} bytes does not fit the 24-bit header length")
+        body = self.body or b""
+        head = _FRAME_HEAD.pack(4 + len(header) + len(body), (int(st) << 24) | len(header))
+        return b"".join((head, header, body))
+
+    @classmethod
+    def decode(cls, frame: bytes | bytearray | memoryview) -> RemotingCommand:
+        """Decode one whole frame, length prefix included (as ``encode`` writes and the captures hold)."""
+        view = memoryview(frame)
+        if len(view) < 8:
+            raise FrameError(f"frame of {len(view)} bytes is shorter than its 8-byte head")
+        (length,) = _I32.unpack_from(view, 0)
+        if length != len(view) - 4:
+            raise FrameError(f"length field says {length} bytes but {len(view) - 4} follow it")
+        return cls.decode_payload(view[4:])
+
+    @classmethod
+    def decode_payload(cls, payload: bytes | bytearray | memoryview) -> RemotingCommand:
+        """Decode what follows the length field: header word, header, body (Java's ``RemotingCommand.decode``)."""
+        view = memoryview(payload)
+        if len(view) < 4:
+            raise FrameError("frame too short for its header word")
+        (word,) = _I32.unpack_from(view, 0)
+        type_code = (word >> 24) & 0xFF
+        header_length = word & 0xFFFFFF
+        if header_length > len(view) - 4:
+            raise FrameError(f"bad header length {header_length}: only {len(view) - 4} bytes follow")
+        header = view[4 : 4 + header_length]
+        if type_code == SerializeType.JSON:
+            cmd = decode_json_header(header)
+        elif type_code == SerializeType.ROCKETMQ:
+            cmd = decode_rocketmq_header(header)
+        else:
+            raise FrameError(f"unknown serialize type {type_code}")
+        body = view[4 + header_length :]
+        cmd.body = bytes(body) if len(body) else None
+        return cmd
+
+    def __repr__(self) -> str:
+        name = response_code_name(self.code) if self.is_response else request_code_name(self.code)
+        body = "None" if self.body is None else f"<{len(self.body)} bytes>"
+        return (
+            f"RemotingCommand(code={self.code} {name}, language={self.language.name}, version={self.version}, "
+            f"opaque={self.opaque}, flag={self.flag}, remark={self.remark!r}, ext_fields={self.ext_fields!r}, "
+            f"body={body}, serialize_type={self.serialize_type.name})"
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Factories (RemotingCommand.createRequestCommand / createResponseCommand)
+# --------------------------------------------------------------------------------------------------
+
+
+def create_request(
+    code: int,
+    ext_fields: Mapping[str, object] | object | None = None,
+    body: bytes | None = None,
+    *,
+    oneway: bool = False,
+    remark: str | None = None,
+    opaque: int | None = None,
+    version: int = CURRENT_VERSION,
+    language: LanguageCode = LanguageCode.JAVA,
+    serialize_type: SerializeType = SerializeType.JSON,
+) -> RemotingCommand:
+    """A request with a fresh opaque. ``ext_fields`` is a mapping (values turned into Java's text) or a
+    custom-header dataclass instance."""
+    return RemotingCommand(
+        code=int(code),
+        language=language,
+        version=version,
+        opaque=next_opaque() if opaque is None else opaque,
+        flag=FLAG_ONEWAY if oneway else 0,
+        remark=remark,
+        ext_fields=_ext_dict(ext_fields),
+        body=body,
+        serialize_type=serialize_type,
+    )
+
+
+def create_response(
+    code: int = ResponseCode.SUCCESS,
+    remark: str | None = None,
+    opaque: int = 0,
+    *,
+    ext_fields: Mapping[str, object] | object | None = None,
+    body: bytes | None = None,
+    version: int = CURRENT_VERSION,
+) -> RemotingCommand:
+    """A response (flag bit 0 set), JSON-encoded as every reply of a rocketq server is."""
+    return RemotingCommand(
+        code=int(code),
+        version=version,
+        opaque=opaque,
+        flag=FLAG_RESPONSE,
+        remark=remark,
+        ext_fields=_ext_dict(ext_fields),
+        body=body,
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def make_response_for(
+    request: RemotingCommand,
+    code: int = ResponseCode.SUCCESS,
+    remark: str | None = None,
+    *,
+    ext_fields: Mapping[str, object] | object | None = None,
+    body: bytes | None = None,
+    version: int = CURRENT_VERSION,
+) -> RemotingCommand:
+    """The response to ``request``: its opaque, flag bit 0, JSON header."""
+    return create_response(code, remark, request.opaque, ext_fields=ext_fields, body=body, version=version)
+
+
+# --------------------------------------------------------------------------------------------------
+# JSON header (RemotingSerializable)
+# --------------------------------------------------------------------------------------------------
+
+
+def encode_json_header(cmd: RemotingCommand) -> bytes:
+    """The JSON header fastjson writes for ``cmd``: members sorted, nulls left out, extFields as strings."""
+    quote = json_compat.quote
+    parts = ['{"code":', str(int(cmd.code))]
+    if cmd.ext_fields is not None:
+        entries = []
+        for key, value in cmd.ext_fields.items():
+            text = ext_value(value)
+            if text is not None:
+                entries.append(f"{quote(str(key))}:{quote(text)}")
+        parts.append(',"extFields":{' + ",".join(entries) + "}")
+    parts += [',"flag":', str(int(cmd.flag)), ',"language":', quote(LanguageCode.parse(cmd.language).name)]
+    parts += [',"opaque":', str(int(cmd.opaque))]
+    if cmd.remark is not None:
+        parts += [',"remark":', quote(cmd.remark)]
+    # serializeTypeCurrentRPC is a bean property that leaks into Java's JSON; every reader ignores it.
+    parts += [',"serializeTypeCurrentRPC":"JSON","version":', str(int(cmd.version)), "}"]
+    return encode_utf8_java("".join(parts))
+
+
+def _json_int(obj: Mapping[Any, Any], key: str, default: int) -> int:
+    value = obj.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise FrameError(f"JSON header member {key!r} is not a number: {value!r}")
+    try:
+        return json_compat.from_json(int, value)
+    except ValueError:
+        raise FrameError(f"JSON header member {key!r} is not a number: {value!r}") from None
+
+
+def _json_ext_value(value: object) -> str | None:
+    # fastjson reading into HashMap<String,String>: numbers and booleans become their text, objects
+    # their JSON; a null value leaves the key out.
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        return ext_value(value)
+    return json_compat.dumps(value)
+
+
+def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
+    """Parse a JSON header as tolerantly as spec §3.1 asks: any member order, unknown or missing members,
+    trailing whitespace, any ``language``, non-string ``extFields`` values coerced to their text."""
+    try:
+        obj = json_compat.loads(bytes(data))
+    except json_compat.JsonDecodeError as exc:
+        raise FrameError(f"bad JSON header: {exc}") from None
+    if not isinstance(obj, dict):
+        raise FrameError(f"JSON header is not an object: {type(obj).__name__}")
+    remark = obj.get("remark")
+    ext = obj.get("extFields")
+    ext_fields: dict[str, str] | None = None
+    if isinstance(ext, Mapping):
+        ext_fields = {}
+        for key, value in ext.items():
+            text = _json_ext_value(value)
+            if text is not None:
+                ext_fields[key if isinstance(key, str) else str(key)] = text
+    elif ext is not None:
+        raise FrameError(f"JSON header member 'extFields' is not an object: {ext!r}")
+    language = obj.get("language")
+    return RemotingCommand(
+        code=_json_int(obj, "code", 0),
+        language=LanguageCode.JAVA if language is None else LanguageCode.parse(language),
+        version=_json_int(obj, "version", 0),
+        opaque=_json_int(obj, "opaque", 0),
+        flag=_json_int(obj, "flag", 0),
+        remark=None if remark is None else _json_ext_value(remark),
+        ext_fields=ext_fields,
+        serialize_type=SerializeType.JSON,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# ROCKETMQ binary header (RocketMQSerializable)
+# --------------------------------------------------------------------------------------------------
+
+
+def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
+    """The binary header of ``cmd``; code and version are cast to 16 bits as Java casts them."""
+    parts = [
+        _ROCKETMQ_FIXED.pack(
+            _int16(cmd.code),
+            LanguageCode.parse(cmd.language).value,
+            _int16(cmd.version),
+            _int32(cmd.opaque),
+            _int32(cmd.flag),
+        )
+    ]
+    remark = encode_utf8_java(cmd.remark) if cmd.remark else b""
+    parts += [_I32.pack(len(remark)), remark]
+    entries: list[bytes] = []
+    for key, value in (cmd.ext_fields or {}).items():
+        text = ext_value(value)
+        if text is None:
+            continue
+        k = encode_utf8_java(str(key))
+        v = encode_utf8_java(text)
+        if len(k) > 0x7FFF:
+            raise FrameError(f"extFields key of {len(k)} bytes does not fit a short length")
+        entries += [_I16.pack(len(k)), k, _I32.pack(len(v)), v]
+    ext = b"".join(entries)
+    parts += [_I32.pack(len(ext)), ext]
+    return b"".join(parts)
+
+
+def decode_rocketmq_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
+    """Parse a binary header, checking every length against the header as Java does."""
+    view = memoryview(data)
+    size = len(view)
+    if size < ROCKETMQ_HEADER_MIN:
+        raise FrameError(f"ROCKETMQ header of {size} bytes is shorter than {ROCKETMQ_HEADER_MIN}")
+    code, language, version, opaque, flag = _ROCKETMQ_FIXED.unpack_from(view, 0)
+    (remark_len,) = _I32.unpack_from(view, 13)
+    if not 0 <= remark_len <= size - ROCKETMQ_HEADER_MIN:
+        raise FrameError(f"ROCKETMQ header: remark length {remark_len} exceeds the header of {size} bytes")
+    pos = 17 + remark_len
+    remark = decode_utf8_java(view[17:pos]) if remark_len else None
+    (ext_len,) = _I32.unpack_from(view, pos)
+    pos += 4
+    end = pos + ext_len
+    if ext_len < 0 or end > size:
+        raise FrameError(f"ROCKETMQ header: extFields length {ext_len} exceeds the header of {size} bytes")
+    if end != size:
+        raise FrameError(f"ROCKETMQ header: {size - end} bytes left over after the extFields")
+    ext_fields: dict[str, str] | None = None
+    if ext_len > 0:
+        ext_fields = {}
+        while pos < end:
+            if pos + 2 > end:
+                raise FrameError("ROCKETMQ header: extFields entry cut short")
+            (key_len,) = _I16.unpack_from(view, pos)
+            pos += 2
+            if key_len < 0 or pos + key_len + 4 > end:
+                raise FrameError(f"ROCKETMQ header: bad extFields key length {key_len}")
+            key = decode_utf8_java(view[pos : pos + key_len])
+            pos += key_len
+            (value_len,) = _I32.unpack_from(view, pos)
+            pos += 4
+            if value_len < 0 or pos + value_len > end:
+                raise FrameError(f"ROCKETMQ header: bad extFields value length {value_len}")
+            value = decode_utf8_java(view[pos : pos + value_len])
+            pos += value_len
+            if key_len and value_len:  # an empty string reads as null in Java: no usable entry
+                ext_fields[key] = value
+    return RemotingCommand(
+        code=code,
+        language=LanguageCode.parse(language),
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext_fields,
+        serialize_type=SerializeType.ROCKETMQ,
+    )

@@ -1,0 +1,621 @@
+"""The asyncio shell around the codec: ``RemotingServer``, ``RemotingClient`` and their connections.
+
+Mirrors RocketMQ's ``remoting/netty`` package: ``NettyRemotingServer`` / ``NettyRemotingClient`` (listen,
+connect, connection events, idle close), ``NettyRemotingAbstract`` (``processRequestCommand``,
+``processResponseCommand``, ``invokeSyncImpl``, ``invokeOnewayImpl``) and ``NettyRequestProcessor``
+(spec: remoting-protocol §1, §3.5, §3.6).
+
+What a peer relies on, and how it is done here:
+
+- Every incoming request runs as its own task, so a request that a processor holds (a long-polling
+  pull, up to its suspend timeout) never delays the requests behind it on the same connection.
+- Responses are matched to calls by ``opaque``; an unmatched response is dropped (ali-ons sends
+  "one-way" calls without the one-way bit and ignores the answer).
+- A one-way request gets no reply, even when its processor returns one or fails.
+- A code with no processor (and no default processor) gets REQUEST_CODE_NOT_SUPPORTED with Java's
+  remark; a processor that raises gets SYSTEM_ERROR with a short description (``HeaderFieldError``
+  gives the "the custom field <x> is null" text).
+- A frame that does not decode closes that connection only, with a log line.
+- The connection is symmetric: a server pushes requests to a client (``RemotingConnection.invoke`` /
+  ``invoke_oneway``), and a client answers them through its own registered processors.
+- A server writes every frame with a JSON header, whatever the request used (C++ and Node.js clients
+  read nothing else).
+
+Processors are plain callables ``processor(connection, request)`` returning a response, ``None`` (no
+reply), or an awaitable of either. Blocking work (store I/O) belongs in ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+from rocketq.remoting.codec import FRAME_MAX_LENGTH, FrameDecoder
+from rocketq.remoting.codes import ResponseCode, SerializeType, request_code_name
+from rocketq.remoting.command import RemotingCommand, make_response_for
+from rocketq.remoting.errors import (
+    FrameError,
+    HeaderFieldError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingTimeoutError,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "ConnectionListener",
+    "ProcessorTable",
+    "RemotingClient",
+    "RemotingConnection",
+    "RemotingServer",
+    "RequestProcessor",
+    "parse_address",
+]
+
+log = logging.getLogger(__name__)
+
+RequestProcessor: TypeAlias = Callable[
+    ["RemotingConnection", RemotingCommand],
+    "Awaitable[RemotingCommand | None] | RemotingCommand | None",
+]
+ConnectionListener: TypeAlias = Callable[["RemotingConnection"], "Awaitable[None] | None"]
+
+#: Java clients wait 3 s for most calls.
+DEFAULT_TIMEOUT = 3.0
+_READ_SIZE = 256 * 1024
+
+
+def parse_address(addr: str) -> tuple[str, int]:
+    """``"127.0.0.1:9876"`` → ``("127.0.0.1", 9876)``; ``"[::1]:9876"`` works too."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"not a host:port address: {addr!r}")
+    return host.strip("[]"), int(port)
+
+
+def _format_peer(peer: Any) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        host = str(peer[0])
+        return f"[{host}]:{peer[1]}" if ":" in host else f"{host}:{peer[1]}"
+    return str(peer)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class ProcessorTable:
+    """Request processors by request code, plus an optional default (Java's ``processorTable`` and
+    ``defaultRequestProcessor``). One table can serve several servers (a broker's main and VIP ports)."""
+
+    def __init__(self) -> None:
+        self._processors: dict[int, RequestProcessor] = {}
+        self.default: RequestProcessor | None = None
+
+    def register(self, code: int, processor: RequestProcessor) -> None:
+        self._processors[int(code)] = processor
+
+    def register_default(self, processor: RequestProcessor | None) -> None:
+        self.default = processor
+
+    def lookup(self, code: int) -> RequestProcessor | None:
+        return self._processors.get(code, self.default)
+
+    def codes(self) -> list[int]:
+        return sorted(self._processors)
+
+
+_background: set[asyncio.Task[Any]] = set()  # listener tasks, referenced until done
+
+
+async def _await_listener(result: Awaitable[None], conn: RemotingConnection, what: str) -> None:
+    try:
+        await result
+    except Exception:
+        log.exception("%s listener failed for %s", what, conn)
+
+
+def _notify(listener: ConnectionListener, conn: RemotingConnection, what: str) -> None:
+    """Call a connection listener; a coroutine listener runs as a task of its own."""
+    try:
+        result = listener(conn)
+    except Exception:
+        log.exception("%s listener failed for %s", what, conn)
+        return
+    if inspect.isawaitable(result):
+        task = asyncio.ensure_future(_await_listener(result, conn, what))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+class RemotingConnection:
+    """One TCP connection, on either side: sends requests and responses, reads and dispatches frames.
+
+    ``attributes`` is free for the layers above (a broker keeps the client id, language and version
+    of the peer there). ``closed`` / ``wait_closed()`` tell a held request that its peer is gone.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        processors: ProcessorTable,
+        max_frame_length: int = FRAME_MAX_LENGTH,
+        serialize_type: SerializeType | None = None,
+        close_listeners: list[ConnectionListener] | None = None,
+        role: str = "remoting",
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._processors = processors
+        self._decoder = FrameDecoder(max_frame_length)
+        # None: each command keeps its own serialize type; a server forces JSON.
+        self.serialize_type = serialize_type
+        self._close_listeners = close_listeners if close_listeners is not None else []
+        self.role = role
+        self.remote_address = _format_peer(writer.get_extra_info("peername"))
+        self.local_address = _format_peer(writer.get_extra_info("sockname"))
+        self.attributes: dict[str, Any] = {}
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = asyncio.Event()
+        self._read_task: asyncio.Task[None] | None = None
+        self.last_activity = asyncio.get_running_loop().time()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<RemotingConnection {self.role} {self.local_address} -> {self.remote_address} {state}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests from the peer still being processed."""
+        return len(self._tasks)
+
+    def start(self) -> None:
+        """Start reading (done by the server or client that made the connection)."""
+        if self._read_task is None:
+            self._read_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"{self!r} reader")
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        reason = "closed by peer"
+        try:
+            while True:
+                data = await self._reader.read(_READ_SIZE)
+                if not data:
+                    break
+                self.last_activity = asyncio.get_running_loop().time()
+                try:
+                    commands = self._decoder.feed(data)
+                except FrameError as exc:
+                    log.warning("%s: closing connection from %s: bad frame: %s", self.role, self.remote_address, exc)
+                    reason = f"bad frame: {exc}"
+                    for cmd in exc.decoded:  # the frames before the bad one are handled, as Java would
+                        self._on_command(cmd)
+                    break
+                for cmd in commands:
+                    self._on_command(cmd)
+        except asyncio.CancelledError:
+            reason = "closed"
+        except (ConnectionError, OSError) as exc:
+            reason = f"connection error: {exc}"
+        finally:
+            self._teardown(reason)
+
+    def _on_command(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            future = self._pending.pop(cmd.opaque, None)
+            if future is not None and not future.done():
+                future.set_result(cmd)
+            else:
+                log.debug(
+                    "%s: dropping unmatched response opaque=%d from %s", self.role, cmd.opaque, self.remote_address
+                )
+            return
+        task = asyncio.get_running_loop().create_task(self._process_request(cmd))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _process_request(self, request: RemotingCommand) -> None:
+        processor = self._processors.lookup(request.code)
+        response: RemotingCommand | None
+        if processor is None:
+            log.debug("%s: request code %d from %s not supported", self.role, request.code, self.remote_address)
+            response = make_response_for(
+                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+            )
+        else:
+            try:
+                result = processor(self, request)
+                response = await result if inspect.isawaitable(result) else result
+            except HeaderFieldError as exc:
+                response = make_response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+            except Exception as exc:
+                log.exception(
+                    "%s: processing %s from %s failed",
+                    self.role,
+                    request_code_name(request.code),
+                    self.remote_address,
+                )
+                response = make_response_for(request, ResponseCode.SYSTEM_ERROR, _describe(exc))
+        if response is None or request.is_oneway:
+            return
+        response.opaque = request.opaque
+        response.mark_response()
+        try:
+            await self.send(response)
+        except RemotingConnectError as exc:
+            log.debug("%s: response to %s lost: %s", self.role, self.remote_address, exc)
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    async def send(self, cmd: RemotingCommand) -> None:
+        """Write one command as it is (a response, or a request whose answer is not awaited)."""
+        if self.closed or self._writer.is_closing():
+            raise RemotingConnectError(f"connection to {self.remote_address} is closed")
+        data = cmd.encode(self.serialize_type)
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            self.close()
+            raise RemotingConnectError(f"send to {self.remote_address} failed: {exc}") from exc
+        self.last_activity = asyncio.get_running_loop().time()
+
+    async def invoke(self, request: RemotingCommand, timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
+        """Send a request and wait for the response with its opaque.
+
+        Raises ``RemotingTimeoutError`` after ``timeout`` seconds (a late response is dropped) and
+        ``RemotingConnectError`` when the connection is or gets closed before the response.
+        """
+        if request.is_response or request.is_oneway:
+            raise ValueError("invoke() takes a request that wants a response; use invoke_oneway()")
+        opaque = request.opaque
+        if opaque in self._pending:
+            raise RemotingError(f"opaque {opaque} is already waiting for a response on {self.remote_address}")
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[opaque] = future
+        try:
+            async with asyncio.timeout(timeout):
+                await self.send(request)
+                return await future
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"no response from {self.remote_address} within {timeout * 1000:.0f} ms "
+                f"to {request_code_name(request.code)} (opaque {opaque})"
+            ) from None
+        finally:
+            if self._pending.get(opaque) is future:
+                del self._pending[opaque]
+
+    async def invoke_oneway(self, request: RemotingCommand) -> None:
+        """Send a request with the one-way bit set; nothing comes back."""
+        request.mark_oneway()
+        await self.send(request)
+
+    # -- closing ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection: pending calls fail with ``RemotingConnectError``. Safe to call twice."""
+        if self._read_task is not None and not self._read_task.done():
+            self._read_task.cancel()
+        else:
+            self._teardown("closed")
+
+    async def aclose(self) -> None:
+        """``close()`` and wait until the socket is closed."""
+        self.close()
+        if self._read_task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._read_task
+        with contextlib.suppress(Exception):
+            await self._writer.wait_closed()
+
+    def cancel_requests(self) -> None:
+        """Cancel the peer's requests still being processed (a stopping server does this)."""
+        for task in list(self._tasks):
+            task.cancel()
+
+    def _teardown(self, reason: str) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._writer.close()
+        error = RemotingConnectError(f"connection to {self.remote_address} {reason}")
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        for listener in self._close_listeners:
+            _notify(listener, self, "close")
+
+
+class RemotingServer:
+    """Listens on ``host:port`` (port 0: a free port, read back from ``port`` after ``start()``) and serves
+    requests through its ``ProcessorTable`` (Java's ``NettyRemotingServer``).
+
+    A connection idle (nothing read or written) for ``idle_timeout`` seconds is closed, as a Java
+    server does after 120 s. Close listeners let a broker forget the producers and consumers of a
+    closed connection.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        processors: ProcessorTable | None = None,
+        max_frame_length: int = FRAME_MAX_LENGTH,
+        idle_timeout: float | None = 120.0,
+        name: str = "remoting-server",
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self.processors = processors if processors is not None else ProcessorTable()
+        self.max_frame_length = max_frame_length
+        self.idle_timeout = idle_timeout
+        self.name = name
+        self._server: asyncio.Server | None = None
+        self._connections: set[RemotingConnection] = set()
+        self._connect_listeners: list[ConnectionListener] = []
+        self._close_listeners: list[ConnectionListener] = [self._forget]
+        self._idle_task: asyncio.Task[None] | None = None
+        self._port: int | None = None
+
+    # -- configuration ----------------------------------------------------------------------------
+
+    def register_processor(self, code: int, processor: RequestProcessor) -> None:
+        self.processors.register(code, processor)
+
+    def register_default_processor(self, processor: RequestProcessor | None) -> None:
+        self.processors.register_default(processor)
+
+    def add_connect_listener(self, listener: ConnectionListener) -> None:
+        """Called with each new connection (Java's ``onChannelConnect``)."""
+        self._connect_listeners.append(listener)
+
+    def add_close_listener(self, listener: ConnectionListener) -> None:
+        """Called once with each connection that closed, for whatever reason (``onChannelClose``)."""
+        self._close_listeners.append(listener)
+
+    # -- state ------------------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError(f"{self.name} is not started")
+        return self._port
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connections(self) -> list[RemotingConnection]:
+        return [c for c in self._connections if not c.closed]
+
+    @property
+    def started(self) -> bool:
+        return self._server is not None
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._server is not None:
+            raise RuntimeError(f"{self.name} is already started")
+        self._server = await asyncio.start_server(
+            self._on_connect, self.host, self._requested_port, backlog=1024, limit=_READ_SIZE
+        )
+        self._port = self._server.sockets[0].getsockname()[1]
+        if self.idle_timeout is not None:
+            self._idle_task = asyncio.get_running_loop().create_task(self._close_idle(self.idle_timeout))
+        log.info("%s listening on %s", self.name, self.address)
+
+    async def stop(self) -> None:
+        """Stop listening, close every connection and cancel the requests still being processed."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._idle_task
+            self._idle_task = None
+        connections = list(self._connections)
+        for conn in connections:
+            conn.cancel_requests()
+        await asyncio.gather(*(conn.aclose() for conn in connections), return_exceptions=True)
+        await server.wait_closed()
+        log.info("%s on %s:%s stopped", self.name, self.host, self._port)
+
+    async def __aenter__(self) -> RemotingServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._server is None:  # stopping
+            writer.close()
+            return
+        conn = RemotingConnection(
+            reader,
+            writer,
+            processors=self.processors,
+            max_frame_length=self.max_frame_length,
+            serialize_type=SerializeType.JSON,
+            close_listeners=self._close_listeners,
+            role=self.name,
+        )
+        self._connections.add(conn)
+        log.debug("%s: connection from %s", self.name, conn.remote_address)
+        for listener in self._connect_listeners:
+            _notify(listener, conn, "connect")
+        conn.start()
+
+    def _forget(self, conn: RemotingConnection) -> None:
+        self._connections.discard(conn)
+        log.debug("%s: connection from %s closed", self.name, conn.remote_address)
+
+    async def _close_idle(self, idle_timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        interval = max(0.05, min(idle_timeout / 4, 10.0))
+        while True:
+            await asyncio.sleep(interval)
+            now = loop.time()
+            for conn in list(self._connections):
+                # A connection with requests in progress (long polling) is not idle.
+                if not conn.closed and conn.in_flight == 0 and now - conn.last_activity > idle_timeout:
+                    log.info(
+                        "%s: closing connection from %s idle for %.0f s",
+                        self.name,
+                        conn.remote_address,
+                        now - conn.last_activity,
+                    )
+                    conn.close()
+
+    # -- pushing to clients -----------------------------------------------------------------------
+
+    async def invoke(
+        self, conn: RemotingConnection, request: RemotingCommand, timeout: float = DEFAULT_TIMEOUT
+    ) -> RemotingCommand:
+        """Send a request to a client on its connection and wait for the answer."""
+        return await conn.invoke(request, timeout)
+
+    async def invoke_oneway(self, conn: RemotingConnection, request: RemotingCommand) -> None:
+        """Push a one-way request to a client (e.g. NOTIFY_CONSUMER_IDS_CHANGED)."""
+        await conn.invoke_oneway(request)
+
+
+class RemotingClient:
+    """Connections to servers by ``"host:port"``, one per address, opened on first use
+    (Java's ``NettyRemotingClient``).
+
+    ``invoke``/``invoke_oneway`` go to ``addr`` or, without it, to the address given at construction.
+    Requests the server sends on these connections (CHECK_TRANSACTION_STATE,
+    NOTIFY_CONSUMER_IDS_CHANGED, …) are answered by the client's own processors. ``serialize_type``
+    forces the header encoding of everything sent (``None``: each command's own, JSON by default).
+    """
+
+    def __init__(
+        self,
+        addr: str | None = None,
+        *,
+        connect_timeout: float = DEFAULT_TIMEOUT,
+        processors: ProcessorTable | None = None,
+        max_frame_length: int = FRAME_MAX_LENGTH,
+        serialize_type: SerializeType | None = None,
+        name: str = "remoting-client",
+    ) -> None:
+        if addr is not None:
+            parse_address(addr)
+        self.addr = addr
+        self.connect_timeout = connect_timeout
+        self.processors = processors if processors is not None else ProcessorTable()
+        self.max_frame_length = max_frame_length
+        self.serialize_type = serialize_type
+        self.name = name
+        self._connections: dict[str, RemotingConnection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._close_listeners: list[ConnectionListener] = []
+        self._closed = False
+
+    def register_processor(self, code: int, processor: RequestProcessor) -> None:
+        self.processors.register(code, processor)
+
+    def register_default_processor(self, processor: RequestProcessor | None) -> None:
+        self.processors.register_default(processor)
+
+    def add_close_listener(self, listener: ConnectionListener) -> None:
+        self._close_listeners.append(listener)
+
+    def _target(self, addr: str | None) -> str:
+        target = addr if addr is not None else self.addr
+        if target is None:
+            raise ValueError("no address: pass addr or give one to RemotingClient()")
+        return target
+
+    async def connect(self, addr: str | None = None) -> RemotingConnection:
+        """The open connection to ``addr``, connecting first if there is none."""
+        target = self._target(addr)
+        if self._closed:
+            raise RemotingConnectError(f"{self.name} is closed")
+        conn = self._connections.get(target)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._locks.setdefault(target, asyncio.Lock())
+        async with lock:
+            conn = self._connections.get(target)
+            if conn is not None and not conn.closed:
+                return conn
+            host, port = parse_address(target)
+            try:
+                async with asyncio.timeout(self.connect_timeout):
+                    reader, writer = await asyncio.open_connection(host, port, limit=_READ_SIZE)
+            except (OSError, TimeoutError) as exc:
+                raise RemotingConnectError(f"connect to {target} failed: {_describe(exc)}") from exc
+            conn = RemotingConnection(
+                reader,
+                writer,
+                processors=self.processors,
+                max_frame_length=self.max_frame_length,
+                serialize_type=self.serialize_type,
+                close_listeners=[*self._close_listeners, self._forget],
+                role=self.name,
+            )
+            self._connections[target] = conn
+            conn.attributes["addr"] = target
+            conn.start()
+            return conn
+
+    def _forget(self, conn: RemotingConnection) -> None:
+        target = conn.attributes.get("addr")
+        if target is not None and self._connections.get(target) is conn:
+            del self._connections[target]
+
+    async def invoke(
+        self, request: RemotingCommand, timeout: float = DEFAULT_TIMEOUT, *, addr: str | None = None
+    ) -> RemotingCommand:
+        """Send ``request`` and return the response matched by opaque (see ``RemotingConnection.invoke``)."""
+        conn = await self.connect(addr)
+        return await conn.invoke(request, timeout)
+
+    async def invoke_oneway(self, request: RemotingCommand, *, addr: str | None = None) -> None:
+        conn = await self.connect(addr)
+        await conn.invoke_oneway(request)
+
+    async def close_connection(self, addr: str) -> None:
+        conn = self._connections.pop(addr, None)
+        if conn is not None:
+            await conn.aclose()
+
+    async def close(self) -> None:
+        """Close every connection; calls still waiting fail with ``RemotingConnectError``."""
+        self._closed = True
+        connections = list(self._connections.values())
+        self._connections.clear()
+        for conn in connections:
+            conn.cancel_requests()
+        await asyncio.gather(*(conn.aclose() for conn in connections), return_exceptions=True)
+
+    async def __aenter__(self) -> RemotingClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

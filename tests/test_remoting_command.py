@@ -1,0 +1,505 @@
+"""RemotingCommand against the frames RocketMQ 4.9.4 put on the wire, and the header rules of the spec (§2–§4)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import gzip
+import json
+from functools import cache
+from typing import Any
+
+import pytest
+
+from conftest import GOLDEN
+from rocketq.common.javacompat import hashmap_order
+from rocketq.remoting.codes import (
+    CURRENT_VERSION,
+    GOLDEN_CAPTURE_VERSION,
+    LanguageCode,
+    MQVersion,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+)
+from rocketq.remoting.command import (
+    HeaderFields,
+    RemotingCommand,
+    create_request,
+    create_response,
+    decode_custom_header,
+    decode_json_header,
+    decode_rocketmq_header,
+    encode_custom_header,
+    make_response_for,
+    next_opaque,
+)
+from rocketq.remoting.errors import FrameError, HeaderFieldError
+
+CAPTURES = GOLDEN / "remoting-4.9.4"
+
+
+@cache
+def index() -> dict[str, Any]:
+    return json.loads((CAPTURES / "index.json").read_text(encoding="utf-8"))
+
+
+def captured_sides() -> list[tuple[str, str]]:
+    return [
+        (e["id"], side) for e in index()["exchanges"] for side in ("request", "response") if e.get(side) is not None
+    ]
+
+
+def side_of(exchange_id: str, side: str) -> dict[str, Any]:
+    for e in index()["exchanges"]:
+        if e["id"] == exchange_id:
+            return e[side]
+    raise KeyError(exchange_id)
+
+
+@cache
+def all_frames() -> list[bytes]:
+    with gzip.open(CAPTURES / "all-frames.jsonl.gz", "rt", encoding="utf-8") as f:
+        return [base64.b64decode(json.loads(line)["raw"]) for line in f]
+
+
+def header_as_index_shows_it(cmd: RemotingCommand) -> dict[str, Any]:
+    """The decoded header in the form index.json records it for the frame's serialize type."""
+    if cmd.serialize_type == SerializeType.JSON:
+        out: dict[str, Any] = {"code": cmd.code}
+        if cmd.ext_fields is not None:
+            out["extFields"] = cmd.ext_fields
+        out.update(flag=cmd.flag, language=cmd.language.name, opaque=cmd.opaque)
+        if cmd.remark is not None:
+            out["remark"] = cmd.remark
+        out.update(serializeTypeCurrentRPC="JSON", version=cmd.version)
+        return out
+    # ROCKETMQ cannot tell an empty extFields from none (both are a zero length); the index shows {}.
+    return {
+        "code": cmd.code,
+        "language": int(cmd.language),
+        "version": cmd.version,
+        "opaque": cmd.opaque,
+        "flag": cmd.flag,
+        "remark": cmd.remark,
+        "extFields": cmd.ext_fields or {},
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# The captures
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("exchange_id", "side"), captured_sides())
+def test_captured_frame_decodes_to_the_indexed_header(exchange_id: str, side: str) -> None:
+    entry = side_of(exchange_id, side)
+    raw = (CAPTURES / entry["file"]).read_bytes()
+    cmd = RemotingCommand.decode(raw)
+
+    assert len(raw) == entry["frameLength"]
+    assert len(cmd.body or b"") == entry["bodyLength"]
+    assert len(cmd.encode_header()) == entry["headerLength"]
+    expected = entry["header"]
+    got = header_as_index_shows_it(cmd)
+    assert got == expected
+    # Same entry order as on the wire, not only the same entries.
+    assert list((got.get("extFields") or {}).items()) == list((expected.get("extFields") or {}).items())
+    assert cmd.version == GOLDEN_CAPTURE_VERSION == MQVersion.V4_9_4
+    assert cmd.is_response == (side == "response")
+    if side == "request":
+        assert cmd.code in RequestCode.__members__.values()
+    else:
+        assert ResponseCode(cmd.code).name == entry["responseCodeName"]
+
+
+def test_both_serializations_are_captured() -> None:
+    types = {RemotingCommand.decode(raw).serialize_type for raw in all_frames()}
+    assert types == {SerializeType.JSON, SerializeType.ROCKETMQ}
+    assert len(all_frames()) == 255
+
+
+def test_every_captured_frame_reencodes_to_the_same_bytes() -> None:
+    # Decoding keeps the extFields entries in wire order, so each frame re-encodes byte for byte in its own
+    # serialize type: for JSON that takes fastjson's member order, compact form and string escapes; for
+    # ROCKETMQ the exact length-prefixed layout. What could not be byte-identical are headers written by
+    # non-Java peers (a C++ trailing newline, ali-ons' member order and numeric values, "remark":"");
+    # those are normalised and compared semantically in test_foreign_json_headers_*.
+    for raw in all_frames():
+        cmd = RemotingCommand.decode(raw)
+        assert cmd.encode() == raw, cmd
+
+
+# FastCodesHeader classes (SendMessageResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader)
+# write their own fields first, in declaration order, before the HashMap entries, when Java encodes ROCKETMQ.
+# The other extFields orders on the wire are java.util.HashMap iteration orders.
+FAST_CODED = {
+    "030-rocketmq-SEND_MESSAGE-response.bin",
+    "032-rocketmq-SEND_BATCH_MESSAGE-response.bin",
+    "038-rocketmq-PULL_MESSAGE-found-request.bin",
+    "038-rocketmq-PULL_MESSAGE-found-response.bin",
+}
+
+
+def test_extfields_orders_on_the_wire_are_java_hashmap_orders() -> None:
+    not_hashmap = set()
+    for exchange_id, side in captured_sides():
+        entry = side_of(exchange_id, side)
+        keys = list((entry["header"].get("extFields") or {}).keys())
+        if hashmap_order(keys) != keys:
+            not_hashmap.add(entry["file"])
+    assert not_hashmap == FAST_CODED
+
+
+@pytest.mark.parametrize(("exchange_id", "side"), captured_sides())
+def test_commands_built_from_the_index_encode_like_java(exchange_id: str, side: str) -> None:
+    entry = side_of(exchange_id, side)
+    raw = (CAPTURES / entry["file"]).read_bytes()
+    h = entry["header"]
+    st = SerializeType(raw[4])
+    ext = h.get("extFields")
+    if ext is not None and entry["file"] not in FAST_CODED:
+        ext = {k: ext[k] for k in hashmap_order(list(ext))}  # the order a Java HashMap gives them
+    cmd = RemotingCommand(
+        code=h["code"],
+        language=LanguageCode.parse(h["language"]),
+        version=h["version"],
+        opaque=h["opaque"],
+        flag=h["flag"],
+        remark=h.get("remark"),
+        ext_fields=dict(ext) if ext else (None if st == SerializeType.ROCKETMQ else ext),
+        body=RemotingCommand.decode(raw).body,
+        serialize_type=st,
+    )
+    assert cmd.encode() == raw
+    if entry["file"] in FAST_CODED:
+        # In HashMap order these frames differ from Java's bytes but mean the same.
+        hashed = dataclasses.replace(cmd, ext_fields={k: ext[k] for k in hashmap_order(list(ext))})
+        assert hashed.encode() != raw
+        again = RemotingCommand.decode(hashed.encode())
+        assert again == RemotingCommand.decode(raw)
+
+
+def test_responses_built_like_a_java_server_match_the_capture() -> None:
+    request = RemotingCommand.decode((CAPTURES / "014-json-QUERY_CONSUMER_OFFSET-request.bin").read_bytes())
+    response = make_response_for(request, ext_fields={"offset": 0}, version=GOLDEN_CAPTURE_VERSION)
+    assert response.encode() == (CAPTURES / "014-json-QUERY_CONSUMER_OFFSET-response.bin").read_bytes()
+
+    request = RemotingCommand.decode((CAPTURES / "018-json-UNREGISTER_CLIENT-request.bin").read_bytes())
+    response = make_response_for(request, ext_fields={}, version=GOLDEN_CAPTURE_VERSION)
+    assert response.encode() == (CAPTURES / "018-json-UNREGISTER_CLIENT-response.bin").read_bytes()
+
+    # A ROCKETMQ request still gets a JSON reply from rocketq.
+    request = RemotingCommand.decode((CAPTURES / "037-rocketmq-QUERY_CONSUMER_OFFSET-request.bin").read_bytes())
+    assert request.serialize_type == SerializeType.ROCKETMQ
+    response = make_response_for(request, ext_fields={"offset": 0})
+    assert response.serialize_type == SerializeType.JSON
+    assert response.opaque == request.opaque and response.is_response and not response.is_oneway
+
+
+# --------------------------------------------------------------------------------------------------
+# The spec's examples
+# --------------------------------------------------------------------------------------------------
+
+
+def test_spec_rocketmq_worked_example() -> None:
+    expected = bytes.fromhex(
+        "00000025 01000021 0069 00 01df 00000001 00000000 00000000 0000000c 0005746f706963 0000000154"
+    )
+    cmd = create_request(105, {"topic": "T"}, opaque=1, version=479, serialize_type=SerializeType.ROCKETMQ)
+    assert cmd.encode() == expected
+    assert len(expected) == 41
+    assert RemotingCommand.decode(expected) == cmd
+
+
+def test_spec_json_example() -> None:
+    cmd = create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}, opaque=1, version=479)
+    header = (
+        b'{"code":105,"extFields":{"topic":"T"},"flag":0,"language":"JAVA","opaque":1,'
+        b'"serializeTypeCurrentRPC":"JSON","version":479}'
+    )
+    assert cmd.encode() == bytes.fromhex("0000007f0000007b") + header
+    response = create_response(ResponseCode.SUCCESS, opaque=1, version=479)
+    assert response.encode_header() == (
+        b'{"code":0,"flag":1,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":479}'
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# JSON header rules (§3.1)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_foreign_json_headers_cpp() -> None:
+    header = (
+        b'{"code":310,"extFields":{"AccessKey":"","OnsChannel":"ALIYUN","a":"PG_TEST","d":4,"e":0,'
+        b'"g":"1795305868677","k":"0","m":"1","n":null,"o":1.5,"p":true},"flag":0,"language":"CPP",'
+        b'"opaque":1,"remark":"","version":333}\n'
+    )
+    cmd = decode_json_header(header)
+    assert cmd.code == RequestCode.SEND_MESSAGE_V2
+    assert cmd.language == LanguageCode.CPP
+    assert cmd.version == MQVersion.V4_6_0
+    assert cmd.remark == ""
+    assert cmd.ext_fields == {
+        "AccessKey": "",
+        "OnsChannel": "ALIYUN",
+        "a": "PG_TEST",
+        "d": "4",
+        "e": "0",
+        "g": "1795305868677",
+        "k": "0",
+        "m": "1",
+        "o": "1.5",
+        "p": "true",
+    }
+    assert cmd.header.get_bool("m") is True  # C++ batch flag "1"
+    assert cmd.header.get_bool("k") is False
+    # Re-encoded the Java way: sorted members, string values, no newline; the meaning is kept.
+    again = decode_json_header(cmd.encode_header())
+    assert again == cmd
+    assert b'"d":"4"' in cmd.encode_header()
+
+
+def test_foreign_json_headers_ali_ons_order_and_defaults() -> None:
+    header = b'{"code":310,"language":"JAVA","opaque":2,"flag":0,"version":121,"extFields":{"d":4,"k":false}}'
+    cmd = decode_json_header(header)
+    assert (cmd.code, cmd.opaque, cmd.flag, cmd.version) == (310, 2, 0, 121)
+    assert cmd.ext_fields == {"d": "4", "k": "false"}
+
+    empty = decode_json_header(b"{}")
+    assert (empty.code, empty.language, empty.version, empty.opaque, empty.flag) == (0, LanguageCode.JAVA, 0, 0, 0)
+    assert empty.remark is None and empty.ext_fields is None
+
+    assert decode_json_header(b'{"language":"GO"}').language == LanguageCode.GO
+    assert decode_json_header(b'{"language":"KOTLIN"}').language == LanguageCode.OTHER
+    assert decode_json_header(b'{"language":9}').language == LanguageCode.GO
+    assert decode_json_header(b'{"code":"105","opaque":"7"}').code == 105
+    assert decode_json_header(b'{"code":1,"unknown":{"x":[1]}}').code == 1
+
+
+@pytest.mark.parametrize(
+    "header",
+    [b"not json", b"[1,2]", b'{"code":"abc"}', b'{"code":true}', b'{"extFields":[1]}', b'{"code":1'],
+)
+def test_bad_json_headers(header: bytes) -> None:
+    with pytest.raises(FrameError):
+        decode_json_header(header)
+
+
+def test_ext_values_are_written_as_json_strings() -> None:
+    class Color(enum.Enum):
+        RED = 1
+
+    cmd = create_request(10, {"queueId": 3, "batch": True, "gone": None, "color": Color.RED, "ratio": 0.5, "s": "x"})
+    header = cmd.encode_header()
+    assert b'"extFields":{"queueId":"3","batch":"true","color":"RED","ratio":"0.5","s":"x"}' in header
+    cmd.set_ext("queueId", 4).set_ext("s", None)
+    assert cmd.ext_fields == {"queueId": "4", "batch": "true", "color": "RED", "ratio": "0.5"}
+
+
+def test_strings_are_escaped_as_fastjson_escapes_them() -> None:
+    cmd = create_response(1, remark='a"b\\c\nd\u0001é/\u2028\x7f', opaque=5)
+    header = cmd.encode_header()
+    assert '"remark":"a\\"b\\\\c\\nd\\u0001é/\\u2028\\u007F"'.encode() in header
+    assert decode_json_header(header).remark == cmd.remark
+
+
+# --------------------------------------------------------------------------------------------------
+# ROCKETMQ header rules (§3.2)
+# --------------------------------------------------------------------------------------------------
+
+
+def test_rocketmq_empty_strings_read_as_null() -> None:
+    cmd = create_request(34, {"a": "1", "empty": ""}, remark="", opaque=9, serialize_type=SerializeType.ROCKETMQ)
+    again = RemotingCommand.decode(cmd.encode())
+    assert again.remark is None
+    assert again.ext_fields == {"a": "1"}
+    assert (
+        RemotingCommand.decode(create_request(34, {}, serialize_type=SerializeType.ROCKETMQ).encode()).ext_fields
+        is None
+    )
+
+
+def test_rocketmq_code_and_version_are_16_bits() -> None:
+    cmd = create_request(RequestCode.POP_MESSAGE, opaque=1, serialize_type=SerializeType.ROCKETMQ)
+    again = RemotingCommand.decode(cmd.encode())
+    assert again.code == ((200050 + 0x8000) & 0xFFFF) - 0x8000  # what Java's (short) cast leaves
+    assert again.code != RequestCode.POP_MESSAGE
+    assert RemotingCommand.decode(cmd.encode(SerializeType.JSON)).code == RequestCode.POP_MESSAGE
+
+
+def _rocketmq(remark: bytes = b"", ext: bytes = b"", ext_len: int | None = None, tail: bytes = b"") -> bytes:
+    fixed = bytes.fromhex("0022 00 0191 00000001 00000000")
+    size = len(ext) if ext_len is None else ext_len
+    return fixed + len(remark).to_bytes(4, "big") + remark + size.to_bytes(4, "big", signed=True) + ext + tail
+
+
+def test_rocketmq_header_parses_a_valid_layout() -> None:
+    entry = (3).to_bytes(2, "big") + b"key" + (2).to_bytes(4, "big") + "é".encode()
+    cmd = decode_rocketmq_header(_rocketmq(b"hi", entry))
+    assert (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.remark) == (34, LanguageCode.JAVA, 401, 1, "hi")
+    assert cmd.ext_fields == {"key": "é"}
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"\x00" * 20,  # shorter than the fixed part
+        _rocketmq()[:-1],
+        bytes.fromhex("0022 00 0191 00000001 00000000 00000064") + b"\x00" * 4,  # remark longer than the header
+        _rocketmq(ext=b"\x00\x01k", ext_len=40),  # extFields longer than the header
+        _rocketmq(ext=b"", ext_len=-1),
+        _rocketmq(ext=b"\x00"),  # entry cut inside the key length
+        _rocketmq(ext=b"\xff\xff" + b"\x00" * 4),  # negative key length
+        _rocketmq(ext=b"\x00\x01k\x00\x00\x00\x09v"),  # value runs past the area
+        _rocketmq(ext=b"\x00\x01k\x80\x00\x00\x00"),  # negative value length
+        _rocketmq(tail=b"junk"),  # bytes after the extFields
+    ],
+)
+def test_bad_rocketmq_headers(header: bytes) -> None:
+    with pytest.raises(FrameError):
+        decode_rocketmq_header(header)
+
+
+def test_frame_level_errors() -> None:
+    good = create_request(34, {"a": "b"}).encode()
+    with pytest.raises(FrameError, match="length field"):
+        RemotingCommand.decode(good + b"x")
+    with pytest.raises(FrameError, match="shorter"):
+        RemotingCommand.decode(good[:6])
+    with pytest.raises(FrameError, match="serialize type"):
+        RemotingCommand.decode(good[:4] + b"\x02" + good[5:])
+    with pytest.raises(FrameError, match="header length"):
+        RemotingCommand.decode(good[:5] + b"\x7f\xff\xff" + good[8:])
+
+
+# --------------------------------------------------------------------------------------------------
+# Factories, flags and typed header access
+# --------------------------------------------------------------------------------------------------
+
+
+def test_factories_and_flags() -> None:
+    first, second = next_opaque(), next_opaque()
+    assert second == first + 1
+    request = create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {"queueId": 1}, oneway=True)
+    assert request.is_oneway and not request.is_response
+    assert request.version == CURRENT_VERSION == MQVersion.V5_3_3
+    assert request.opaque > second
+    response = make_response_for(request, ResponseCode.TOPIC_NOT_EXIST, "no route", body=b"x")
+    assert response.is_response and response.opaque == request.opaque and response.flag == 1
+    assert (response.code, response.remark, response.body) == (17, "no route", b"x")
+    assert create_response().code == ResponseCode.SUCCESS
+    assert RemotingCommand(code=1, flag=3).is_oneway
+    assert "PULL_MESSAGE" in repr(create_request(11, body=b"abc")) and "<3 bytes>" in repr(
+        create_request(11, body=b"abc")
+    )
+
+
+def test_typed_header_access() -> None:
+    h = HeaderFields(
+        {
+            "queueId": "3",
+            "offset": "9223372036854775807",
+            "neg": "-5",
+            "plus": "+5",
+            "big": "2147483648",
+            "t": "TRUE",
+            "one": "1",
+            "zero": "0",
+            "yes": "yes",
+            "space": " 5",
+            "d": "1.5",
+            "bad": "12a",
+        }
+    )
+    assert h.get_int("queueId") == 3
+    assert h.get_long("offset") == 2**63 - 1
+    assert h.get_int("neg") == -5 and h.get_int("plus") == 5
+    assert h.get_long("big") == 2**31
+    assert h.get_bool("t") is True and h.get_bool("one") is True
+    assert h.get_bool("zero") is False and h.get_bool("yes") is False
+    assert h.get_float("d") == 1.5
+    assert h.get_str("queueId") == "3"
+    assert h.get_int("missing", None) is None and h.get_bool("missing", False) is False
+    assert h.get_str("missing", "dflt") == "dflt"
+    with pytest.raises(HeaderFieldError, match="<topic> is null") as info:
+        h.get_str("topic")
+    assert info.value.field == "topic"
+    for name, getter in [("big", h.get_int), ("space", h.get_int), ("bad", h.get_long), ("bad", h.get_float)]:
+        with pytest.raises(HeaderFieldError, match=f"<{name}>"):
+            getter(name)
+    assert RemotingCommand(code=1).header.get_int("x", 7) == 7  # no extFields at all
+
+
+class ExpressionType(enum.Enum):
+    TAG = "TAG"
+    SQL92 = "SQL92"
+
+
+@dataclasses.dataclass
+class PullMessageRequestHeader:
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    subscription: str | None = None
+    sub_version: int = 0
+    expression_type: ExpressionType | None = None
+
+
+@dataclasses.dataclass
+class UnregisterClientRequestHeader:
+    client_id: str = dataclasses.field(metadata={"json": "clientID"})
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+
+def test_custom_header_dataclasses() -> None:
+    for name in ("015-json-PULL_MESSAGE-found-request.bin", "038-rocketmq-PULL_MESSAGE-found-request.bin"):
+        cmd = RemotingCommand.decode((CAPTURES / name).read_bytes())
+        pull = cmd.decode_custom_header(PullMessageRequestHeader)
+        assert pull.consumer_group == "WireConsumerGroup"
+        assert (pull.queue_id, pull.queue_offset, pull.max_msg_nums, pull.sys_flag) == (0, 0, 32, 2)
+        assert pull.suspend_timeout_millis == 15000 and pull.sub_version > 1_700_000_000_000
+        assert pull.expression_type is ExpressionType.TAG and pull.subscription is None
+        fields = encode_custom_header(pull)
+        assert fields == {k: v for k, v in cmd.ext_fields.items() if k != "ReqT"}
+
+    cmd = RemotingCommand.decode((CAPTURES / "018-json-UNREGISTER_CLIENT-request.bin").read_bytes())
+    unregister = decode_custom_header(UnregisterClientRequestHeader, cmd.ext_fields)
+    assert unregister == UnregisterClientRequestHeader("192.0.2.2@wire-consumer", None, "WireConsumerGroup")
+    request = create_request(RequestCode.UNREGISTER_CLIENT, unregister)
+    assert request.ext_fields == {"clientID": "192.0.2.2@wire-consumer", "consumerGroup": "WireConsumerGroup"}
+
+    with pytest.raises(HeaderFieldError, match="<clientID> is null"):
+        decode_custom_header(UnregisterClientRequestHeader, {"consumerGroup": "g"})
+    with pytest.raises(HeaderFieldError, match="<expressionType>"):
+        decode_custom_header(
+            PullMessageRequestHeader,
+            {
+                **cmd.ext_fields,
+                **dict.fromkeys(
+                    [
+                        "consumerGroup",
+                        "topic",
+                        "queueId",
+                        "queueOffset",
+                        "maxMsgNums",
+                        "sysFlag",
+                        "commitOffset",
+                        "suspendTimeoutMillis",
+                    ],
+                    "1",
+                ),
+                "expressionType": "REGEX",
+            },
+        )
+    response = create_response(ext_fields=PullMessageRequestHeader("g", "t", 1, 2, 3, 4, 5, 6))
+    assert response.ext_fields is not None and response.ext_fields["subVersion"] == "0"
+    assert RemotingCommand(code=0).write_custom_header({}).ext_fields == {}

@@ -1,0 +1,377 @@
+"""RemotingServer and RemotingClient over real sockets on 127.0.0.1 (free ports), spec §1 and §3.5–§3.6."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import pytest
+
+from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
+from rocketq.remoting.errors import HeaderFieldError, RemotingConnectError, RemotingTimeoutError
+from rocketq.remoting.transport import RemotingClient, RemotingConnection, RemotingServer, parse_address
+
+HOST = "127.0.0.1"
+_T = TypeVar("_T")
+
+Scenario = Callable[[RemotingServer, RemotingClient], Awaitable[None]]
+
+
+def run(coro: Coroutine[Any, Any, _T], timeout: float = 10.0) -> _T:
+    async def bounded() -> _T:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+def echo(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+    return make_response_for(request, remark=f"echo {request.code}", ext_fields=request.ext_fields, body=request.body)
+
+
+async def with_server(scenario: Scenario, **server_kw: Any) -> None:
+    server = RemotingServer(HOST, 0, **server_kw)
+    server.register_processor(RequestCode.HEART_BEAT, echo)
+    await server.start()
+    client = RemotingClient(server.address)
+    try:
+        await scenario(server, client)
+    finally:
+        await client.close()
+        await server.stop()
+
+
+async def raw_connection(server: RemotingServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection(HOST, server.port)
+
+
+async def read_command(reader: asyncio.StreamReader) -> RemotingCommand:
+    head = await reader.readexactly(4)
+    rest = await reader.readexactly(int.from_bytes(head, "big"))
+    return RemotingCommand.decode(head + rest)
+
+
+def test_request_response_and_port_zero() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        assert server.port > 0 and server.address == f"{HOST}:{server.port}"
+        request = create_request(RequestCode.HEART_BEAT, {"k": "v"}, body=b"payload")
+        response = await client.invoke(request, timeout=2)
+        assert response.is_response and response.opaque == request.opaque
+        assert (response.code, response.remark, response.ext_fields, response.body) == (
+            ResponseCode.SUCCESS,
+            "echo 34",
+            {"k": "v"},
+            b"payload",
+        )
+        [conn] = server.connections
+        assert conn.remote_address == (await client.connect()).local_address
+
+    run(with_server(scenario))
+
+
+def test_rocketmq_request_gets_a_json_reply() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        seen: list[SerializeType] = []
+
+        def processor(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            seen.append(request.serialize_type)
+            response = make_response_for(request, ext_fields={"offset": 5})
+            response.serialize_type = SerializeType.ROCKETMQ  # the server still writes JSON
+            return response
+
+        server.register_processor(RequestCode.QUERY_CONSUMER_OFFSET, processor)
+        binary = RemotingClient(server.address, serialize_type=SerializeType.ROCKETMQ)
+        try:
+            response = await binary.invoke(create_request(RequestCode.QUERY_CONSUMER_OFFSET, {"queueId": 0}))
+        finally:
+            await binary.close()
+        assert seen == [SerializeType.ROCKETMQ]
+        assert response.serialize_type == SerializeType.JSON
+        assert response.header.get_long("offset") == 5
+
+    run(with_server(scenario))
+
+
+def test_unknown_code_and_default_processor() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        response = await client.invoke(create_request(999))
+        assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        assert response.remark == " request type 999 not supported"
+        server.register_default_processor(lambda conn, req: make_response_for(req, remark="default"))
+        assert (await client.invoke(create_request(999))).remark == "default"
+        assert (await client.invoke(create_request(RequestCode.HEART_BEAT))).remark == "echo 34"
+
+    run(with_server(scenario))
+
+
+def test_processor_errors_become_system_error() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        def needs_topic(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            return make_response_for(request, remark=request.header.get_str("topic"))
+
+        async def broken(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            raise RuntimeError("disk on fire")
+
+        server.register_processor(RequestCode.GET_ROUTEINFO_BY_TOPIC, needs_topic)
+        server.register_processor(RequestCode.GET_MAX_OFFSET, broken)
+        response = await client.invoke(create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC))
+        assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR, "the custom field <topic> is null")
+        response = await client.invoke(create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T"}))
+        assert (response.code, response.remark) == (ResponseCode.SUCCESS, "T")
+        response = await client.invoke(create_request(RequestCode.GET_MAX_OFFSET))
+        assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR, "RuntimeError: disk on fire")
+        assert isinstance(HeaderFieldError("x", "m"), ValueError)
+
+    logging.getLogger("rocketq.remoting.transport").disabled = True
+    try:
+        run(with_server(scenario))
+    finally:
+        logging.getLogger("rocketq.remoting.transport").disabled = False
+
+
+def test_oneway_gets_no_reply() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        called = asyncio.Event()
+
+        def processor(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            called.set()
+            return make_response_for(request, remark="must not be sent")
+
+        server.register_processor(RequestCode.UPDATE_CONSUMER_OFFSET, processor)
+        await client.invoke_oneway(create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {"queueId": 1}))
+        await asyncio.wait_for(called.wait(), 2)
+
+        # On a raw socket: after a one-way request, the first frame back answers the next request.
+        reader, writer = await raw_connection(server)
+        oneway = create_request(RequestCode.UPDATE_CONSUMER_OFFSET, oneway=True)
+        normal = create_request(RequestCode.HEART_BEAT)
+        writer.write(oneway.encode() + normal.encode())
+        await writer.drain()
+        first = await asyncio.wait_for(read_command(reader), 2)
+        assert first.opaque == normal.opaque
+        writer.close()
+
+    run(with_server(scenario))
+
+
+def test_many_concurrent_requests_matched_by_opaque() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        rng = random.Random(7)
+
+        async def slow_echo(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            await asyncio.sleep(rng.random() * 0.02)  # answers come back out of order
+            return make_response_for(request, ext_fields={"n": request.header.get_int("n")})
+
+        server.register_processor(RequestCode.QUERY_CONSUMER_OFFSET, slow_echo)
+        requests = [create_request(RequestCode.QUERY_CONSUMER_OFFSET, {"n": i}) for i in range(300)]
+        responses = await asyncio.gather(*(client.invoke(r, timeout=5) for r in requests))
+        for request, response in zip(requests, responses, strict=True):
+            assert response.opaque == request.opaque
+            assert response.header.get_int("n") == request.header.get_int("n")
+        assert len(server.connections) == 1  # all on one connection
+
+    run(with_server(scenario))
+
+
+def test_a_held_request_does_not_block_the_next_one() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        release = asyncio.Event()
+
+        async def long_poll(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            await release.wait()
+            return make_response_for(request, ResponseCode.PULL_NOT_FOUND)
+
+        server.register_processor(RequestCode.PULL_MESSAGE, long_poll)
+        held = asyncio.ensure_future(client.invoke(create_request(RequestCode.PULL_MESSAGE), timeout=5))
+        await asyncio.sleep(0.05)
+        [conn] = server.connections
+        assert conn.in_flight == 1
+        quick = await client.invoke(create_request(RequestCode.HEART_BEAT), timeout=2)
+        assert quick.code == ResponseCode.SUCCESS
+        assert not held.done()
+        release.set()
+        assert (await held).code == ResponseCode.PULL_NOT_FOUND
+
+    run(with_server(scenario))
+
+
+def test_timeout_and_late_response_dropped() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        release = asyncio.Event()
+
+        async def stuck(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            await release.wait()
+            return make_response_for(request)
+
+        server.register_processor(RequestCode.PULL_MESSAGE, stuck)
+        start = time.monotonic()
+        with pytest.raises(RemotingTimeoutError, match="PULL_MESSAGE") as info:
+            await client.invoke(create_request(RequestCode.PULL_MESSAGE), timeout=0.2)
+        assert 0.15 < time.monotonic() - start < 2
+        assert isinstance(info.value, TimeoutError)
+        release.set()  # the late answer arrives and is dropped
+        await asyncio.sleep(0.05)
+        assert (await client.invoke(create_request(RequestCode.HEART_BEAT))).code == ResponseCode.SUCCESS
+
+    run(with_server(scenario))
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x00\x00\x00\x08\x07\x00\x00\x00abcd",  # unknown serialize type
+        b"\x7f\xff\xff\xff",  # 2 GiB frame
+        b"GET / HTTP/1.1\r\n\r\n",
+    ],
+)
+def test_a_bad_frame_closes_only_its_connection(garbage: bytes, caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        closed: list[RemotingConnection] = []
+        server.add_close_listener(closed.append)
+        served: asyncio.Queue[int] = asyncio.Queue()
+
+        def record(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            served.put_nowait(request.opaque)
+            return make_response_for(request)
+
+        server.register_processor(RequestCode.GET_MAX_OFFSET, record)
+        assert (await client.invoke(create_request(RequestCode.HEART_BEAT))).code == 0
+        reader, writer = await raw_connection(server)
+        writer.write(create_request(RequestCode.GET_MAX_OFFSET, opaque=1).encode() + garbage)
+        await writer.drain()
+        assert await asyncio.wait_for(served.get(), 2) == 1  # the good frame before the garbage is handled
+        rest = await asyncio.wait_for(reader.read(), 2)  # then EOF (its answer may or may not have made it)
+        assert rest == b"" or RemotingCommand.decode(rest).opaque == 1
+        writer.close()
+        assert len(closed) == 1 and closed[0].closed
+        assert (await client.invoke(create_request(RequestCode.HEART_BEAT))).code == 0
+        assert len(server.connections) == 1
+
+    with caplog.at_level(logging.WARNING, logger="rocketq.remoting.transport"):
+        run(with_server(scenario))
+    assert any("bad frame" in r.getMessage() for r in caplog.records)
+
+
+def test_server_push_to_client() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        connections: list[RemotingConnection] = []
+
+        def heartbeat(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            connections.append(conn)
+            return make_response_for(request)
+
+        server.register_processor(RequestCode.HEART_BEAT, heartbeat)
+        notified: asyncio.Queue[RemotingCommand] = asyncio.Queue()
+
+        def on_notify(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            notified.put_nowait(request)
+            return make_response_for(request)  # dropped: the push is one-way
+
+        async def on_running_info(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            return make_response_for(request, body=b'{"properties":{}}')
+
+        client.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, on_notify)
+        client.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, on_running_info)
+        await client.invoke(create_request(RequestCode.HEART_BEAT))
+        [conn] = connections
+
+        await server.invoke_oneway(
+            conn, create_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": "G"})
+        )
+        pushed = await asyncio.wait_for(notified.get(), 2)
+        assert pushed.is_oneway and pushed.header.get_str("consumerGroup") == "G"
+        assert pushed.serialize_type == SerializeType.JSON
+
+        answer = await server.invoke(conn, create_request(RequestCode.GET_CONSUMER_RUNNING_INFO), timeout=2)
+        assert answer.body == b'{"properties":{}}'
+        # A code the client does not handle is answered by the client as a Java client would.
+        answer = await conn.invoke(create_request(RequestCode.CONSUME_MESSAGE_DIRECTLY), timeout=2)
+        assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+    run(with_server(scenario))
+
+
+def test_connection_loss_fails_pending_calls() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        server.register_processor(RequestCode.PULL_MESSAGE, lambda conn, req: asyncio.sleep(30))
+        closed = asyncio.Event()
+        client.add_close_listener(lambda conn: closed.set())
+        pending = asyncio.ensure_future(client.invoke(create_request(RequestCode.PULL_MESSAGE), timeout=5))
+        await asyncio.sleep(0.05)
+        start = time.monotonic()
+        await server.stop()
+        with pytest.raises(RemotingConnectError):
+            await pending
+        assert time.monotonic() - start < 2
+        await asyncio.wait_for(closed.wait(), 2)
+        # The address is dead now: connecting again fails clearly.
+        with pytest.raises(RemotingConnectError, match="connect to"):
+            await client.invoke(create_request(RequestCode.HEART_BEAT), timeout=1)
+
+    run(with_server(scenario))
+
+
+def test_client_reconnects_after_the_server_closed_the_connection() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        first = await client.connect()
+        await client.invoke(create_request(RequestCode.HEART_BEAT))
+        for conn in server.connections:
+            await conn.aclose()
+        await asyncio.wait_for(first.wait_closed(), 2)
+        with pytest.raises(RemotingConnectError):
+            await first.invoke(create_request(RequestCode.HEART_BEAT))
+        assert (await client.invoke(create_request(RequestCode.HEART_BEAT))).code == 0
+        assert await client.connect() is not first
+
+    run(with_server(scenario))
+
+
+def test_idle_connections_are_closed() -> None:
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        conn = await client.connect()
+        await client.invoke(create_request(RequestCode.HEART_BEAT))
+        await asyncio.wait_for(conn.wait_closed(), 3)
+        await asyncio.sleep(0.01)
+        assert server.connections == []
+
+    run(with_server(scenario, idle_timeout=0.2))
+
+
+def test_connect_refused() -> None:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port = s.getsockname()[1]  # closed again before anyone connects
+
+    async def scenario() -> None:
+        async with RemotingClient(f"{HOST}:{port}", connect_timeout=1) as client:
+            with pytest.raises(RemotingConnectError, match=f"connect to {HOST}:{port} failed"):
+                await client.invoke(create_request(RequestCode.HEART_BEAT))
+
+    run(scenario())
+
+
+def test_lifecycle_and_addresses() -> None:
+    async def scenario() -> None:
+        server = RemotingServer(HOST, 0)
+        with pytest.raises(RuntimeError):
+            _ = server.port
+        async with server:
+            with pytest.raises(RuntimeError):
+                await server.start()
+            assert server.started
+        assert not server.started
+        await server.stop()  # twice is fine
+        with pytest.raises(ValueError):
+            await RemotingClient().invoke(create_request(34))
+
+    run(scenario())
+    assert parse_address("127.0.0.1:9876") == ("127.0.0.1", 9876)
+    assert parse_address("[::1]:10911") == ("::1", 10911)
+    for bad in ("nohost", ":1", "h:x"):
+        with pytest.raises(ValueError):
+            parse_address(bad)
