@@ -1,8 +1,8 @@
 """The ``rocketq`` command line: ``rocketq <group> <command> ...``.
 
-Groups are registered in :data:`GROUPS`; today there is ``store`` (see
-:mod:`rocketq.cli.store_cmd`). ``start``, ``broker``, ``namesrv``, ``admin``
-and ``spark`` will be added the same way, each from a module of its own.
+Groups are registered in :data:`GROUPS`, each from a module of its own:
+``store`` (:mod:`rocketq.cli.store_cmd`), ``namesrv``
+(:mod:`rocketq.cli.namesrv_cmd`).
 
 Errors a user can cause (a wrong path, a directory that is not a store, a bad
 option or config file) end the program with one line on stderr,
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from rocketq.cli import store_cmd
+from rocketq.cli import namesrv_cmd, store_cmd
 from rocketq.common.errors import RocketqError
 
 PROG = "rocketq"
@@ -27,6 +27,7 @@ PROG = "rocketq"
 # (group name, function adding it to the top-level subparsers), in the order --help lists them.
 GROUPS: list[tuple[str, Callable[[argparse._SubParsersAction], None]]] = [  # type: ignore[type-arg]
     ("store", store_cmd.register),
+    ("namesrv", namesrv_cmd.register),
 ]
 
 

@@ -48,8 +48,9 @@ class BrokerData:
     broker_addrs: dict[int, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        # As a 4.9.4 name server writes it (5.x adds enableActingMaster and zoneName).
         return {"brokerAddrs": dict(sorted(self.broker_addrs.items())), "brokerName": self.broker_name,
-                "cluster": self.cluster, "enableActingMaster": False}  # fmt: skip
+                "cluster": self.cluster}  # fmt: skip
 
 
 @dataclass(slots=True)
