@@ -51,7 +51,6 @@ import functools
 import logging
 import math
 import os
-import re
 import threading
 import time
 import typing
@@ -59,7 +58,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from rocketq.common.errors import RocketqError, StoreError
+from rocketq.common import json_compat
+from rocketq.common.errors import StoreError
+from rocketq.common.json_compat import JsonDecodeError
 
 __all__ = [
     "ConfigFileError",
@@ -90,38 +91,15 @@ class ConfigFileError(StoreError):
     """A config file (and its ``.bak``) cannot be read, decoded or written."""
 
 
-class FastjsonDecodeError(RocketqError, ValueError):
-    """Text that is not JSON in the dialect fastjson writes."""
-
-    def __init__(self, msg: str, text: str, pos: int) -> None:
-        lineno = text.count("\n", 0, pos) + 1
-        colno = pos - text.rfind("\n", 0, pos)
-        super().__init__(f"{msg}: line {lineno} column {colno} (char {pos})")
-        self.msg = msg
-        self.pos = pos
-        self.lineno = lineno
-        self.colno = colno
+# The shared reader's error; the old name stays for callers of this module.
+FastjsonDecodeError = JsonDecodeError
 
 
 # --------------------------------------------------------------------------------------------------
 # Serializer
 # --------------------------------------------------------------------------------------------------
 
-# Characters fastjson escapes inside a double-quoted string (SerializeWriter with default features).
-_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\\x7f-\x9f\u2028\u2029]')
-_LETTER_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    ch = match.group()
-    escaped = _LETTER_ESCAPES.get(ch)
-    return escaped if escaped is not None else f"\\u{ord(ch):04X}"
-
-
-def _quote(s: str) -> str:
-    if _NEEDS_ESCAPE.search(s) is None:
-        return f'"{s}"'
-    return '"' + _NEEDS_ESCAPE.sub(_escape_char, s) + '"'
+_quote = json_compat.quote
 
 
 def _newline(out: list[str], level: int) -> None:
@@ -389,152 +367,14 @@ class SubscriptionGroupConfig:
 # Lenient parser
 # --------------------------------------------------------------------------------------------------
 
-_WS = re.compile(r"[ \t\n\r]*")
-_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?")
-_INT_KEY = re.compile(r"-?\d+")
-_BARE_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
-_PLAIN_STRING = re.compile(r'"([^"\\]*)"')
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)
-_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
-_SIMPLE_ESCAPES = {
-    '"': '"',
-    "\\": "\\",
-    "/": "/",
-    "'": "'",
-    "b": "\b",
-    "f": "\f",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-    "v": "\x0b",
-    "0": "\x00",
-}
-_LITERALS = (("true", True), ("false", False), ("null", None))
-
-
-class _Parser:
-    """Recursive descent over the text; keys may be quoted strings or bare integers."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def fail(self, msg: str, pos: int) -> FastjsonDecodeError:
-        return FastjsonDecodeError(msg, self.text, pos)
-
-    def skip(self, pos: int) -> int:
-        m = _WS.match(self.text, pos)
-        return m.end() if m else pos
-
-    def string(self, pos: int) -> tuple[str, int]:
-        m = _PLAIN_STRING.match(self.text, pos)
-        if m is not None:
-            return m.group(1), m.end()
-        m = _STRING.match(self.text, pos)
-        if m is None:
-            raise self.fail("unterminated string", pos)
-        return self.unescape(m.group(1), pos), m.end()
-
-    def unescape(self, body: str, pos: int) -> str:
-        def one(m: re.Match[str]) -> str:
-            code = m.group(1)
-            if len(code) == 5:
-                return chr(int(code[1:], 16))
-            if code in _SIMPLE_ESCAPES:
-                return _SIMPLE_ESCAPES[code]
-            raise self.fail(f"invalid escape \\{code}", pos)
-
-        s = _ESCAPE.sub(one, body)
-        if any("\ud800" <= ch <= "\udfff" for ch in s):
-            # \uXXXX pairs of UTF-16 surrogates become one character; a lone one stays as is.
-            s = s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-        return s
-
-    def key(self, pos: int) -> tuple[str | int, int]:
-        ch = self.text[pos : pos + 1]
-        if ch == '"':
-            return self.string(pos)
-        m = _INT_KEY.match(self.text, pos)
-        if m is not None:
-            return int(m.group()), m.end()
-        m = _BARE_KEY.match(self.text, pos)
-        if m is not None:
-            return m.group(), m.end()
-        raise self.fail("expected a member name", pos)
-
-    def value(self, pos: int) -> tuple[object, int]:
-        text = self.text
-        ch = text[pos : pos + 1]
-        if ch == "{":
-            return self.object(pos + 1)
-        if ch == "[":
-            return self.array(pos + 1)
-        if ch == '"':
-            return self.string(pos)
-        m = _NUMBER.match(text, pos)
-        if m is not None:
-            if m.group(1) is None and m.group(2) is None:
-                return int(m.group()), m.end()
-            return float(m.group()), m.end()
-        for word, literal in _LITERALS:
-            if text.startswith(word, pos):
-                return literal, pos + len(word)
-        raise self.fail("expected a value", pos)
-
-    def object(self, pos: int) -> tuple[dict[str | int, object], int]:
-        result: dict[str | int, object] = {}
-        pos = self.skip(pos)
-        if self.text[pos : pos + 1] == "}":
-            return result, pos + 1
-        while True:
-            key, pos = self.key(pos)
-            pos = self.skip(pos)
-            if self.text[pos : pos + 1] != ":":
-                raise self.fail("expected ':'", pos)
-            value, pos = self.value(self.skip(pos + 1))
-            result[key] = value
-            pos = self.skip(pos)
-            ch = self.text[pos : pos + 1]
-            if ch == "}":
-                return result, pos + 1
-            if ch != ",":
-                raise self.fail("expected ',' or '}'", pos)
-            pos = self.skip(pos + 1)
-            if self.text[pos : pos + 1] == "}":  # fastjson tolerates a trailing comma
-                return result, pos + 1
-
-    def array(self, pos: int) -> tuple[list[object], int]:
-        result: list[object] = []
-        pos = self.skip(pos)
-        if self.text[pos : pos + 1] == "]":
-            return result, pos + 1
-        while True:
-            value, pos = self.value(pos)
-            result.append(value)
-            pos = self.skip(pos)
-            ch = self.text[pos : pos + 1]
-            if ch == "]":
-                return result, pos + 1
-            if ch != ",":
-                raise self.fail("expected ',' or ']'", pos)
-            pos = self.skip(pos + 1)
-
-
 def loads_fastjson(text: str) -> object:
     """Parse JSON as fastjson writes it: unquoted integer map keys become ``int`` keys.
 
     Strict JSON is accepted too (quoted keys stay ``str``; managers convert them where
-    an integer key is expected). Raises ``FastjsonDecodeError`` on anything else.
+    an integer key is expected). The reader is :func:`rocketq.common.json_compat.loads`,
+    shared with the protocol layer; it raises ``JsonDecodeError`` on anything else.
     """
-    parser = _Parser(text)
-    start = 1 if text.startswith("\ufeff") else 0
-    try:
-        value, pos = parser.value(parser.skip(start))
-    except RecursionError:
-        raise parser.fail("nested too deeply", start) from None
-    pos = parser.skip(pos)
-    if pos != len(text):
-        raise parser.fail("extra data after the value", pos)
-    return value
+    return json_compat.loads(text)
 
 
 # --------------------------------------------------------------------------------------------------
