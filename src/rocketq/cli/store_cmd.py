@@ -7,10 +7,12 @@ Subcommands (each takes ``-c/--conf broker.conf`` with RocketMQ's property names
   :mod:`rocketq.store.dump`);
 - ``import DIR FILE`` JSON lines of the dump's shape, put through the store as a broker would;
 - ``query DIR``     messages by key through the index; ``get DIR`` one message by id or offset;
-- ``verify DIR``    every record, consume-queue unit and index entry checked against the commit log.
+- ``verify DIR``    every record, consume-queue unit and index entry checked against the commit log;
+- ``recover DIR``   run a broker's start-up recovery for real and report what it truncated and rebuilt.
 
-Every command but ``import`` opens the store read-only: nothing under DIR is
-written or deleted, and a store left by a crash is recovered in memory only.
+Every command but ``import`` and ``recover`` opens the store read-only: nothing
+under DIR is written or deleted, and a store left by a crash is recovered in
+memory only.
 
 Without ``-c`` the file sizes come from the files themselves: the commit-log
 and consume-queue file sizes from the files' lengths. The index slot and entry
@@ -355,11 +357,14 @@ class _LogWalk:
     latest: int = 0
     end: int = 0
     stopped_at: int | None = None
+    flushed_end: int = 0  # end of the last record stored at or before the checkpoint's physicMsgTimestamp
 
 
 def _walk_headers(store: MessageStore) -> _LogWalk:
     """Count records and store times of the recovered commit log, reading only record heads."""
     w = _LogWalk()
+    cp = store.checkpoint
+    flushed_ts = cp.physic_msg_timestamp if cp is not None else 0
     for mf in store.commit_log.mapped_file_queue.files:
         mm, end, pos = mf.mm, mf.read_position(), 0
         while pos + 8 <= end:
@@ -378,6 +383,8 @@ def _walk_headers(store: MessageStore) -> _LogWalk:
             w.messages += 1
             pos += total
             w.end = mf.file_from_offset + pos
+            if ts <= flushed_ts:
+                w.flushed_end = w.end
         if w.stopped_at is not None:
             break
     return w
@@ -405,6 +412,26 @@ def unrecovered_data(store: MessageStore) -> int | None:
                 if f.read(8).strip(b"\0"):
                     return cl.get_max_offset()
     return None
+
+
+def _durability_offsets(store: MessageStore, walk: _LogWalk) -> dict[str, Any]:
+    """Flushed and confirm offsets of the commit log, and where an abnormal recovery would scan from.
+
+    After a clean shutdown everything was flushed at close. After a crash the
+    checkpoint only proves that records stored up to its physicMsgTimestamp
+    reached the disk; later ones may have too (and recovery keeps whatever is
+    valid), but nothing records it.
+    """
+    cl = store.commit_log
+    files = cl.mapped_file_queue.files
+    start = -1
+    if files:
+        start = files[cl.abnormal_recovery_start(store.abnormal_recovery_min_timestamp())].file_from_offset
+    return {
+        "flushedOffset": cl.get_max_offset() if store.last_exit_ok else walk.flushed_end,
+        "confirmOffset": store.get_confirm_offset(),
+        "abnormalRecoveryStartOffset": start,
+    }
 
 
 def inspect_store(store: ReadOnlyStore, settings: StoreSettings) -> dict[str, Any]:
@@ -501,6 +528,7 @@ def inspect_store(store: ReadOnlyStore, settings: StoreSettings) -> dict[str, An
             "minOffset": cl.get_min_offset(),
             "maxOffset": cl.get_max_offset(),
             "recoveredOffset": store.recovered_offset,
+            **_durability_offsets(store, walk),
             "unrecoveredDataAfter": unrecovered_data(store),
             "messages": walk.messages,
             "blankEnds": walk.blanks,
@@ -542,6 +570,11 @@ def _inspect_text(info: dict[str, Any]) -> list[str]:
         lines.append(
             f"  {cl['undispatched']} records are not in their consume queue yet (a broker would add them)"
         )
+    how = "all flushed at the clean shutdown" if info["cleanShutdown"] else "known flushed by the checkpoint"
+    lines.append(
+        f"durability       flushed offset {cl['flushedOffset']} ({how}), confirm offset {cl['confirmOffset']}; "
+        f"an abnormal recovery would scan from offset {cl['abnormalRecoveryStartOffset']}"
+    )
     lines.append(
         f"store time       {tr['earliest']} .. {tr['latest']}  ({tr['earliestStoreTimestamp']} .. "
         f"{tr['latestStoreTimestamp']})"
@@ -1290,6 +1323,81 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
 
 
+# ============================================================================= recover
+
+
+def recover_store(store_dir: Path, settings: StoreSettings, show_progress: bool) -> dict[str, Any]:
+    """Open DIR writable (recovery runs as at a broker's start), let dispatch catch up, close cleanly."""
+    progress = _Progress(show_progress)
+    store = MessageStore(settings.config, progress=progress)
+    try:
+        store.load()
+        abort_before = not store.last_exit_ok
+        store.start()
+        caught_up = store.wait_dispatched(3600.0)
+    finally:
+        progress.close()
+        store.close()  # nothing to do if load failed (it let go of the lock itself)
+    report = store.recovery_report.to_dict()
+    return {
+        "store": str(store_dir),
+        "abortFileFound": abort_before,
+        **{_camel_key(k): v for k, v in report.items()},
+        "dispatchCaughtUp": caught_up,
+        "closedCleanly": not store.abort_file.exists(),
+    }
+
+
+def _camel_key(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _recover_text(info: dict[str, Any]) -> list[str]:
+    mode = info["mode"]
+    why = "abort file found: the last shutdown was not clean" if info["abortFileFound"] else "clean last shutdown"
+    lines = [
+        f"store            {info['store']}",
+        f"recovery         {mode} ({why})",
+        f"commit log       CRC-checked scan from offset {info['scanStartOffset']}: {info['recordsScanned']} records"
+        f" valid, stopped at {info['recoveredOffset']} ({info['stopReason']})",
+    ]
+    cut = []
+    if info["commitLogBytesCleared"]:
+        cut.append(f"{info['commitLogBytesCleared']} bytes of invalid data after the end cleared")
+    if info["commitLogFilesDeleted"]:
+        cut.append(f"{len(info['commitLogFilesDeleted'])} files after the end deleted "
+                   f"({', '.join(info['commitLogFilesDeleted'])})")  # fmt: skip
+    lines.append(f"  truncated      {'; '.join(cut) if cut else 'nothing'}")
+    if mode == "abnormal":
+        lines.append(f"  re-dispatched  {info['recordsRedispatched']} records whose unit or index keys were missing")
+    lines.append(
+        f"consume queues   {info['consumeQueueUnitsTruncated']} units pointing past the end truncated, "
+        f"{info['consumeQueueUnitsRebuilt']} units rebuilt"
+        + (f" ({info['consumeQueuesRebuilt']} queues rebuilt from nothing)" if info["consumeQueuesRebuilt"] else "")
+    )
+    lines.append(
+        f"index            {info['indexFilesDropped']} files newer than the checkpoint dropped, "
+        f"{info['indexKeysRebuilt']} keys rebuilt"
+    )
+    state = "closed cleanly (abort file removed)" if info["closedCleanly"] else "NOT closed cleanly"
+    lines.append(f"done             in {info['seconds']:.2f} s of recovery; store {state}")
+    return lines
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    store_dir = _store_dir(args.dir)
+    if not (store_dir / "commitlog").exists() and not (store_dir / "consumequeue").exists():
+        raise StoreError(f"{store_dir}: not a RocketMQ store (no commitlog or consumequeue)")
+    settings = store_settings(store_dir, args.conf)
+    info = recover_store(store_dir, settings, not args.quiet and sys.stderr.isatty())
+    if args.json:
+        sys.stdout.write(json.dumps(info, indent=1) + "\n")
+    else:
+        _emit(sys.stdout, _recover_text(info))
+    return 0
+
+
 # ============================================================================== parser
 
 _CONF_HELP = (
@@ -1346,6 +1454,16 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "left by a crash is checked after in-memory recovery. Exit status 1, naming the first bad\n"
         "commit-log offset, when anything is wrong.",
         "example:\n  rocketq store verify ~/store -c broker.conf",
+    ),
+    "recover": (
+        "run start-up recovery on a store and report what it truncated and rebuilt",
+        "Open DIR as a broker does at start-up (it must not be in use): normal recovery after a clean\n"
+        "shutdown, abnormal recovery when the abort file is there. The commit log is scanned with CRC\n"
+        "checks and cut at the last valid record, consume-queue units pointing past it are truncated,\n"
+        "missing units and index keys are rebuilt by dispatching again, then the store is closed cleanly.\n"
+        "Reports where the scan began and why it stopped, and what was cut off and rebuilt.\n"
+        "This writes to DIR; use inspect or verify to look without changing anything.",
+        "example:\n  rocketq store recover ~/store\n  rocketq store recover ~/store -c broker.conf --json",
     ),
 }
 
@@ -1424,6 +1542,10 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         "--max-problems", metavar="N", type=_positive, default=20, help="show at most N problems (default 20)"
     )
     p.set_defaults(func=cmd_verify)
+    p = parsers["recover"]
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_recover)
 
 
 def _missing_command(parser: argparse.ArgumentParser) -> int:

@@ -11,6 +11,13 @@ One 4096-byte page::
 
 Values are held in memory and written with :meth:`flush`; abnormal recovery
 derives its start from them (``min_timestamp``).
+
+``logics_msg_timestamp`` follows dispatch in memory; what :meth:`flush` writes
+at offset 8 is ``flushed_logics_msg_timestamp``, which the consume-queue flush
+service sets only after it has flushed every consume queue (to a value taken
+before that flush). So whoever flushes the checkpoint (that service, the index
+service when a file is full, shutdown), the file never claims consume-queue
+data that is not on disk yet (store-format §6 and §16).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import struct
 from pathlib import Path
 
 from rocketq.common.errors import StoreError
+from rocketq.store.mapped_file import notify_synced
 
 CHECKPOINT_SIZE = 4096
 _FIELDS = struct.Struct(">qqqqq")
@@ -32,6 +40,7 @@ class StoreCheckpoint:
         self.read_only = read_only
         self.physic_msg_timestamp = 0
         self.logics_msg_timestamp = 0
+        self.flushed_logics_msg_timestamp = 0
         self.index_msg_timestamp = 0
         self.master_flushed_offset = 0
         self.confirm_phy_offset = 0
@@ -57,6 +66,7 @@ class StoreCheckpoint:
     def _set(self, data: bytes) -> None:
         (self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
          self.master_flushed_offset, self.confirm_phy_offset) = _FIELDS.unpack_from(data, 0)  # fmt: skip
+        self.flushed_logics_msg_timestamp = self.logics_msg_timestamp
 
     @property
     def min_timestamp(self) -> int:
@@ -70,9 +80,10 @@ class StoreCheckpoint:
     def flush(self) -> None:
         if self._mm is None:
             return
-        _FIELDS.pack_into(self._mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp,
+        _FIELDS.pack_into(self._mm, 0, self.physic_msg_timestamp, self.flushed_logics_msg_timestamp,
                           self.index_msg_timestamp, self.master_flushed_offset, self.confirm_phy_offset)  # fmt: skip
         self._mm.flush()
+        notify_synced(self.path, self._mm, 0, CHECKPOINT_SIZE)
 
     def close(self) -> None:
         if self._mm is not None:

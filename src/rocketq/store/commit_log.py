@@ -54,6 +54,7 @@ from rocketq.common.message import (
 from rocketq.common.message_id import create_offset_message_id
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
+from rocketq.store.recovery import RecoveryDispatch, RecoveryReport, scan_commit_log
 from rocketq.store.store_config import MessageStoreConfig
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -163,9 +164,6 @@ class CommitLog:
             return
         tt = transaction_type(msg.sys_flag)
         if tt not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) or msg.topic == SCHEDULE_TOPIC:
-            return
-        if msg.properties.get(PROPERTY_REAL_TOPIC) == msg.topic:
-            # A copy delivered from the schedule topic keeps its stale DELAY (§3.5.4).
             return
         raw = msg.properties.get(PROPERTY_DELAY_TIME_LEVEL)
         if not raw:
@@ -450,44 +448,29 @@ class CommitLog:
 
     # --- recovery ------------------------------------------------------------------------
     def _recover_from(self, index: int, check_crc: bool,
-                      dispatch: Callable[[DispatchRequest], None] | None,
-                      progress: Callable[[int], None] | None = None) -> int:  # fmt: skip
-        """Scan from file *index* (CRC checked); return the end of valid data."""
-        files = self.mapped_file_queue.files
-        mf = files[index]
-        process_offset = mf.file_from_offset
-        pos = 0
-        while True:
-            info, req = self.check_message_and_return_size(mf.mm, pos, check_crc)
-            if info.ok and info.size > 0:
-                if dispatch is not None and req is not None:
-                    dispatch(req)
-                pos += info.size
-                if progress is not None:
-                    progress(process_offset + pos)
-            elif info.ok and info.blank:
-                index += 1
-                if index >= len(files):
-                    pos = self.file_size
-                    break
-                mf = files[index]
-                process_offset = mf.file_from_offset
-                pos = 0
-            else:
-                break
-        return process_offset + pos
+                      dispatch: Callable[[DispatchRequest], None] | RecoveryDispatch | None,
+                      progress: Callable[[int], None] | None = None,
+                      report: RecoveryReport | None = None) -> int:  # fmt: skip
+        """Scan from file *index* (CRC checked); return the end of valid data (see :mod:`.recovery`)."""
+        if report is not None:
+            report.scan_start_offset = self.mapped_file_queue.files[index].file_from_offset
+        if dispatch is not None and not isinstance(dispatch, RecoveryDispatch):
+            one = dispatch
+            dispatch = RecoveryDispatch(lambda reqs: [one(r) for r in reqs], {}, 0)  # every record
+        return scan_commit_log(self, index, check_crc, dispatch, progress, report)
 
     def recover_normally(self, max_phy_offset_of_cq: int, truncate_cq: Callable[[int], None],
                          destroy_cq: Callable[[], None],
-                         progress: Callable[[int], None] | None = None) -> int:  # fmt: skip
+                         progress: Callable[[int], None] | None = None,
+                         report: RecoveryReport | None = None) -> int:  # fmt: skip
         files = self.mapped_file_queue.files
         if not files:
             self.mapped_file_queue.set_flushed_and_committed(0)
             destroy_cq()
             return 0
         index = max(0, len(files) - 3)
-        end = self._recover_from(index, self.config.check_crc_on_recover, None, progress)
-        self._truncate_to(end)
+        end = self._recover_from(index, self.config.check_crc_on_recover, None, progress, report)
+        self._truncate_to(end, report)
         if max_phy_offset_of_cq >= end:
             truncate_cq(end)
         return end
@@ -500,32 +483,42 @@ class CommitLog:
         store_ts = _I64.unpack_from(mf.mm, store_timestamp_pos(sys_flag))[0]
         return store_ts != 0 and store_ts <= min_timestamp
 
+    def abnormal_recovery_start(self, min_timestamp: int) -> int:
+        """Index of the file abnormal recovery scans from (§11.4 step 1)."""
+        files = self.mapped_file_queue.files
+        index = len(files) - 1
+        while index >= 0 and not self.is_mapped_file_matched_recover(files[index], min_timestamp):
+            index -= 1
+        return max(index, 0)
+
     def recover_abnormally(self, max_phy_offset_of_cq: int, min_timestamp: int,
-                           dispatch: Callable[[DispatchRequest], None], truncate_cq: Callable[[int], None],
-                           destroy_cq: Callable[[], None],
-                           progress: Callable[[int], None] | None = None) -> int:  # fmt: skip
+                           dispatch: Callable[[DispatchRequest], None] | RecoveryDispatch,
+                           truncate_cq: Callable[[int], None], destroy_cq: Callable[[], None],
+                           progress: Callable[[int], None] | None = None,
+                           report: RecoveryReport | None = None) -> int:  # fmt: skip
         files = self.mapped_file_queue.files
         if not files:
             self.mapped_file_queue.set_flushed_and_committed(0)
             destroy_cq()
             return 0
-        index = len(files) - 1
-        while index >= 0 and not self.is_mapped_file_matched_recover(files[index], min_timestamp):
-            index -= 1
-        index = max(index, 0)
-        end = self._recover_from(index, self.config.check_crc_on_recover, dispatch, progress)
-        self._truncate_to(end)
+        index = self.abnormal_recovery_start(min_timestamp)
+        end = self._recover_from(index, self.config.check_crc_on_recover, dispatch, progress, report)
+        self._truncate_to(end, report)
         if max_phy_offset_of_cq >= end:
             truncate_cq(end)
         return end
 
-    def _truncate_to(self, offset: int) -> None:
+    def _truncate_to(self, offset: int, report: RecoveryReport | None = None) -> None:
         mfq = self.mapped_file_queue
+        if report is not None:
+            report.commit_log_files_deleted = [mf.path.name for mf in mfq.files if mf.file_from_offset > offset]
         mfq.set_flushed_and_committed(offset)
         mfq.truncate_dirty_files(offset)
         last = mfq.last()
         if last is not None and not self.read_only and offset >= last.file_from_offset:
-            last.zero_tail(last.wrote_position)
+            cleared = last.zero_tail(last.wrote_position)
+            if report is not None:
+                report.commit_log_bytes_cleared = cleared
 
     # --- flush and close -------------------------------------------------------------------
     def flush(self, least_pages: int = 0) -> bool:

@@ -62,6 +62,7 @@ from rocketq.common.message import (
     compression_type,
     properties_to_string,
 )
+from rocketq.common.message_json import host_to_string, message_to_dict  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from rocketq.store.message_store import MessageStore
@@ -108,40 +109,8 @@ class MessageDictError(RocketqError):
 # --- export -------------------------------------------------------------------------------
 
 
-def host_to_string(host: HostPort) -> str:
-    """``"ip:port"``; an IPv6 address is bracketed."""
-    ip, port = host
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-
-
-def message_to_dict(msg: MessageExt) -> dict[str, Any]:
-    """The JSON object of one stored message (see the module docstring for the fields)."""
-    body = msg.body or b""
-    props = msg.properties
-    return {
-        "topic": msg.topic,
-        "queueId": msg.queue_id,
-        "queueOffset": msg.queue_offset,
-        "commitLogOffset": msg.commit_log_offset,
-        "storeSize": msg.store_size,
-        "msgId": msg.msg_id,
-        "uniqKey": props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-        "tags": props.get(PROPERTY_TAGS),
-        "keys": props.get(PROPERTY_KEYS),
-        "sysFlag": msg.sys_flag,
-        "flag": msg.flag,
-        "bodyCRC": msg.body_crc,
-        "reconsumeTimes": msg.reconsume_times,
-        "preparedTransactionOffset": msg.prepared_transaction_offset,
-        "bornTimestamp": msg.born_timestamp,
-        "bornHost": host_to_string(msg.born_host),
-        "storeTimestamp": msg.store_timestamp,
-        "storeHost": host_to_string(msg.store_host),
-        "properties": dict(props),
-        "bodyLength": len(body),
-        "bodyCrc32": zlib.crc32(body),
-        "body": base64.b64encode(body).decode("ascii"),
-    }
+# host_to_string and message_to_dict live in rocketq.common.message_json (shared with the client's
+# ``rocketq consume --json``); re-exported here for the store's callers.
 
 
 # --- import -------------------------------------------------------------------------------

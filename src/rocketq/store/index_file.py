@@ -30,7 +30,7 @@ import numpy as np
 
 from rocketq.common.errors import StoreError
 from rocketq.common.javacompat import java_string_hash, java_string_hashes
-from rocketq.store.mapped_file import MappedFile
+from rocketq.store.mapped_file import MappedFile, notify_synced
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
@@ -339,6 +339,7 @@ class IndexFile:
         _HEADER.pack_into(self._mm, 0, self._begin_timestamp, self._end_timestamp, self._begin_phy_offset,
                           self._end_phy_offset, self._hash_slot_count, self._index_count)  # fmt: skip
         self._mm.flush()
+        notify_synced(self.path, self._mm, 0, len(self._mm))  # test hook (fault tests)
 
     def close(self) -> None:
         self._mapped.close()

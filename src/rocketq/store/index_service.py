@@ -107,6 +107,12 @@ class IndexService:
                 log.warning("skipping %s: not an index file name", p)
                 continue
             actual = p.stat().st_size
+            if actual == 0:
+                # Created but never sized: a crash in the middle of making it. It holds nothing.
+                log.info("index file %s is empty (made when the broker died): dropped", p.name)
+                if not self.read_only:
+                    p.unlink()
+                continue
             if actual != size:
                 for f in loaded:
                     f.close()

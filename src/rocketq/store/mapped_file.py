@@ -13,21 +13,55 @@ logical stream. It keeps three positions, none of them persisted:
 Reads return ``bytes`` copies, so no buffer export ever pins the mapping and a
 file can always be closed or deleted. Readers of a store opened read-only map
 with ``ACCESS_READ`` and never write.
+
+:class:`PooledMappedFile` is the ``transientStorePoolEnable`` variant: appends
+go to a buffer borrowed from the :class:`~rocketq.store.transient_store_pool.TransientStorePool`,
+``commit`` copies them into the file, and readers see only committed bytes.
+
+``sync_listener`` is a test hook: when set, it is called after every
+fdatasync/msync of a store file with the range that is now known to be on disk
+(fault tests use it to keep a copy of exactly what a power loss would leave).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import mmap
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rocketq.common.errors import StoreError
 
+if TYPE_CHECKING:
+    from rocketq.store.transient_store_pool import TransientStorePool
+
 OS_PAGE_SIZE = 4096
+log = logging.getLogger(__name__)
+
+# Test hook: (path, mapping, start, end) after bytes [start, end) of a file were synced to disk.
+sync_listener: Callable[[Path, mmap.mmap, int, int], None] | None = None
+
+
+def notify_synced(path: Path, mm: mmap.mmap, start: int, end: int) -> None:
+    """Tell the test hook (if any) that [start, end) of *path* is on disk."""
+    listener = sync_listener
+    if listener is not None and end > start:
+        listener(path, mm, start, end)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the directory entries under *path* durable (a new file survives a power loss)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -53,7 +87,7 @@ class MappedFile:
     )
 
     def __init__(self, path: str | os.PathLike[str], file_size: int, *, read_only: bool = False,
-                 create: bool = False) -> None:  # fmt: skip
+                 create: bool = False, preallocate: bool = False) -> None:  # fmt: skip
         self.path = Path(path)
         self.file_size = file_size
         self.read_only = read_only
@@ -71,11 +105,16 @@ class MappedFile:
             self._fd = os.open(self.path, flags, 0o644)
         except OSError as e:
             raise StoreError(f"cannot open {self.path}: {e.strerror}") from e
+        size = -1
         try:
             size = os.fstat(self._fd).st_size
             if size != file_size:
                 if create and not read_only and size == 0:
                     os.ftruncate(self._fd, file_size)
+                    if preallocate:
+                        # Reserve the blocks now: a full disk then fails here, with an error,
+                        # instead of as SIGBUS on a later write into a hole of the mapping.
+                        os.posix_fallocate(self._fd, 0, file_size)
                 else:
                     raise StoreError(
                         f"{self.path}: {size} bytes, but files here are {file_size} bytes "
@@ -83,14 +122,23 @@ class MappedFile:
                     )
             access = mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
             self.mm = mmap.mmap(self._fd, file_size, access=access)
+        except OSError as e:
+            os.close(self._fd)
+            if create and size == 0:
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
+            raise StoreError(f"cannot map {self.path}: {e.strerror}") from e
         except BaseException:
             os.close(self._fd)
             raise
 
     @classmethod
-    def create(cls, directory: Path, offset: int, file_size: int, *, warm: bool = False) -> MappedFile:
+    def create(cls, directory: Path, offset: int, file_size: int, *, warm: bool = False,
+               preallocate: bool = False, sync_dir: bool = False) -> MappedFile:  # fmt: skip
         directory.mkdir(parents=True, exist_ok=True)
-        mf = cls(directory / offset_to_file_name(offset), file_size, create=True)
+        mf = cls(directory / offset_to_file_name(offset), file_size, create=True, preallocate=preallocate)
+        if sync_dir:
+            fsync_dir(directory)
         if warm:
             mf.warm()
         return mf
@@ -132,7 +180,8 @@ class MappedFile:
     def warm(self) -> None:
         """Touch every page once so later appends do not pay first-touch faults.
 
-        ``warmMapedFileEnable``: one write per OS page, vectorised.
+        ``warmMapedFileEnable``: one write per OS page, vectorised (numpy lets go
+        of the GIL meanwhile, so a background thread can do it off the put path).
         """
         if self.read_only:
             return
@@ -142,25 +191,49 @@ class MappedFile:
         finally:
             del view
 
-    def zero_tail(self, pos: int) -> None:
+    def pre_touch(self, start: int = 0, end: int | None = None) -> None:
+        """Fault the pages of [start, end) in by reading them (no dirty pages, no disk writes).
+
+        The page-cache pages exist afterwards, so an append no longer pays for
+        allocating them (anchors §4.1); unlike :meth:`warm` nothing is written
+        back, and it is safe while appends go on.
+        """
+        mm = self.mm
+        if mm is None:
+            return
+        view = np.frombuffer(mm, dtype=np.uint8)
+        try:
+            int(view[start : self.file_size if end is None else end : OS_PAGE_SIZE].sum())
+        finally:
+            del view
+
+    def zero_tail(self, pos: int) -> int:
         """Clear stale bytes after a truncation point, up to the first all-zero page.
 
         Java leaves them; clearing keeps a later scan from mistaking a truncated
-        (CRC-valid) record or unit for live data.
+        (CRC-valid) record or unit for live data. Returns the number of bytes
+        cleared (of pages that held something).
         """
         size = self.file_size
         end = pos
+        cleared = 0
         while end < size:
             nxt = min(size, (end // OS_PAGE_SIZE + 1) * OS_PAGE_SIZE)
             chunk = self.mm[end:nxt]
             if chunk.count(0) != len(chunk):
                 self.mm[end:nxt] = bytes(nxt - end)
+                cleared += nxt - end
             elif end > pos:
                 break
             end = nxt
+        return cleared
+
+    def commit(self, least_pages: int = 0) -> int:
+        """Make appended bytes visible in the file; plain files write in place, so nothing to do."""
+        return self.committed_position
 
     def flush(self, least_pages: int = 0) -> int:
-        """msync the dirty range when at least *least_pages* pages are dirty.
+        """fdatasync the file when at least *least_pages* pages are dirty (or the file is full).
 
         Returns the flushed position.
         """
@@ -169,12 +242,16 @@ class MappedFile:
             flushed = self.flushed_position
             if target <= flushed:
                 return flushed
-            if least_pages > 0 and (target // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE) < least_pages:
+            if least_pages > 0 and target < self.file_size and \
+                    (target // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE) < least_pages:  # fmt: skip
                 return flushed
-            if not self.read_only and self.mm is not None:
+            mm = self.mm
+            if not self.read_only and mm is not None:
                 # fdatasync covers pages dirtied through a shared mapping and,
                 # unlike mmap.flush (msync), releases the GIL while it waits.
                 os.fdatasync(self._fd)
+                if sync_listener is not None:
+                    notify_synced(self.path, mm, flushed, target)
             self.flushed_position = target
             return target
 
@@ -188,10 +265,14 @@ class MappedFile:
 
     # --- reading -------------------------------------------------------------
     def read(self, pos: int, size: int) -> bytes | None:
-        """Bytes [pos, pos+size) if they are all readable, else None."""
-        if pos < 0 or size < 0 or pos + size > self.read_position():
+        """Bytes [pos, pos+size) if they are all readable, else None (also once the file is closed)."""
+        mm = self.mm
+        if pos < 0 or size < 0 or pos + size > self.read_position() or mm is None:
             return None
-        return self.mm[pos : pos + size]
+        try:
+            return mm[pos : pos + size]
+        except ValueError:  # closed under us (deleted by the clean service)
+            return None
 
     def read_to_end(self, pos: int) -> bytes:
         return self.mm[pos : self.read_position()]
@@ -217,3 +298,69 @@ class MappedFile:
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+
+class PooledMappedFile(MappedFile):
+    """A new commit-log file whose appends go to a pool buffer first (``transientStorePoolEnable``).
+
+    As Java's ``MappedFile`` with a ``writeBuffer``: the put path writes into
+    ``mm`` (here the borrowed buffer) and advances ``wrote_position`` only —
+    assignments to ``committed_position`` from the put path are ignored —
+    ``commit`` copies [committed, wrote) into the file with ``pwrite`` (which
+    lets go of the GIL while the page cache is filled), and readers see only
+    committed bytes. Once the file is full and wholly committed, ``mm`` becomes
+    the file's own mapping and the buffer goes back to the pool, which hands it
+    out again only after readers have moved past (see the pool).
+    """
+
+    __slots__ = ("_committed", "_file_mm", "_pool", "write_buffer")
+
+    def __init__(self, path: str | os.PathLike[str], file_size: int, pool: TransientStorePool,
+                 buffer: mmap.mmap, *, preallocate: bool = False) -> None:  # fmt: skip
+        self._committed = 0
+        super().__init__(path, file_size, create=True, preallocate=preallocate)
+        self._file_mm = self.mm
+        self._pool = pool
+        self.write_buffer: mmap.mmap | None = buffer
+        self.mm = buffer
+
+    @property  # type: ignore[override]
+    def committed_position(self) -> int:
+        return self._committed
+
+    @committed_position.setter
+    def committed_position(self, _value: int) -> None:
+        """Appends do not commit here; :meth:`commit` does."""
+
+    def set_positions(self, pos: int) -> None:
+        self.wrote_position = self._committed = self.flushed_position = pos
+
+    def commit(self, least_pages: int = 0) -> int:
+        """Copy [committed, wrote) from the buffer into the file; return the committed position."""
+        buf = self.write_buffer
+        committed = self._committed
+        if buf is None:
+            return committed
+        wrote = self.wrote_position
+        size = self.file_size
+        if wrote > committed and (least_pages <= 0 or wrote >= size
+                                  or wrote // OS_PAGE_SIZE - committed // OS_PAGE_SIZE >= least_pages):  # fmt: skip
+            with memoryview(buf) as view:
+                pos = committed
+                while pos < wrote:
+                    pos += os.pwrite(self._fd, view[pos:wrote], pos)
+            self._committed = committed = wrote
+        if committed >= size:
+            # Wholly committed: readers switch to the file; the buffer goes back to the pool.
+            self.mm = self._file_mm
+            self.write_buffer = None
+            self._pool.return_buffer(buf, self.file_from_offset + size)
+        return committed
+
+    def close(self) -> None:
+        buf = self.write_buffer
+        if buf is not None:
+            self.write_buffer = None
+            self.mm = self._file_mm
+            self._pool.return_buffer(buf, -1)
+        super().close()

@@ -4,17 +4,27 @@ Mirrors ``store/MappedFileQueue.java`` (store-format §2.5). File *n* covers the
 logical bytes [start, start + file_size) of one stream (the commit log, one
 consume queue); file names are the 20-digit start offsets, so name order is
 offset order. ``flushed_where`` / ``committed_where`` are absolute offsets.
+
+Files deleted while the store runs (retention) leave the list at once and are
+unlinked, but their mappings are closed only after a grace period
+(:meth:`reap_retired`), so a reader that picked a file just before can finish.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from rocketq.common.errors import StoreError
 from rocketq.store.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
+RETIRED_GRACE_S = 5.0
 
 
 class MappedFileQueue:
@@ -31,8 +41,9 @@ class MappedFileQueue:
         self.committed_where = 0
         self.store_timestamp = 0
         self._lock = threading.RLock()
-        # Optional hook that hands over a ready (pre-created, pre-touched) file.
-        self.allocator: Callable[[Path, int, int], MappedFile] | None = None
+        # Optional hook that hands over a ready (pre-created, pre-touched) file, or None when it cannot.
+        self.allocator: Callable[[Path, int, int], MappedFile | None] | None = None
+        self.retired: list[tuple[float, MappedFile]] = []  # deleted files whose mappings close later
 
     # --- loading ------------------------------------------------------------
     def load(self) -> bool:
@@ -78,10 +89,18 @@ class MappedFileQueue:
             if self.read_only:
                 raise StoreError("store is open read-only")
             with self._lock:
-                if self.allocator is not None:
-                    mf = self.allocator(self.store_path, create_offset, self.mapped_file_size)
-                else:
-                    mf = MappedFile.create(self.store_path, create_offset, self.mapped_file_size, warm=self.warm)
+                try:
+                    if self.allocator is not None:
+                        mf = self.allocator(self.store_path, create_offset, self.mapped_file_size)
+                    else:
+                        mf = MappedFile.create(self.store_path, create_offset, self.mapped_file_size, warm=self.warm)
+                except (StoreError, OSError) as e:
+                    # A full disk, for one: the caller reports CREATE_MAPEDFILE_FAILED.
+                    log.error("cannot create the mapped file at offset %d in %s: %s", create_offset,
+                              self.store_path, e)  # fmt: skip
+                    return None
+                if mf is None:
+                    return None
                 self.files.append(mf)
             return mf
         return last
@@ -146,6 +165,21 @@ class MappedFileQueue:
         while not self.flush(0):
             pass
 
+    def commit(self, least_pages: int = 0) -> bool:
+        """Commit the file holding ``committed_where``; return True if nothing was committed."""
+        mf = self.find_mapped_file_by_offset(self.committed_where, self.committed_where == 0)
+        if mf is None:
+            return True
+        where = mf.file_from_offset + mf.commit(least_pages)
+        result = where == self.committed_where
+        self.committed_where = where
+        return result
+
+    def commit_all(self) -> None:
+        for _ in range(len(self.files) + 1):
+            if self.commit(0):
+                break
+
     # --- truncation and deletion ----------------------------------------------
     def set_flushed_and_committed(self, offset: int) -> None:
         self.flushed_where = offset
@@ -177,8 +211,53 @@ class MappedFileQueue:
             gone = self.files[:count]
             self.files = self.files[count:]
         for mf in gone:
-            mf.destroy()
+            self._retire(mf)
         return gone
+
+    def delete_expired_file_by_time(self, expired_ms: int, interval_ms: int, clean_immediately: bool,
+                                    batch_max: int = 10,
+                                    sleep: Callable[[float], object] = time.sleep) -> int:  # fmt: skip
+        """``deleteExpiredFileByTime``: delete the oldest files, never the last one.
+
+        A file goes when its modification time + *expired_ms* has passed or
+        *clean_immediately*; the first file that does not qualify ends the round
+        (no holes in the middle); at most *batch_max* files, *interval_ms* apart.
+        """
+        files = list(self.files[:-1])
+        count = 0
+        now = time.time() * 1000
+        for i, mf in enumerate(files):
+            if not (clean_immediately or now >= mf.last_modified() + expired_ms):
+                break
+            with self._lock:
+                if not self.files or self.files[0] is not mf:
+                    break
+                self.files = self.files[1:]
+            log.info("deleting expired file %s", mf.path)
+            self._retire(mf)
+            count += 1
+            if count >= batch_max:
+                break
+            if interval_ms > 0 and i + 1 < len(files):
+                sleep(interval_ms / 1000)
+        return count
+
+    def _retire(self, mf: MappedFile) -> None:
+        """Unlink now (the space comes back once the mapping is closed); close after a grace period."""
+        with contextlib.suppress(FileNotFoundError):
+            mf.path.unlink()
+        with self._lock:
+            self.retired.append((time.monotonic(), mf))
+
+    def reap_retired(self, grace_s: float = RETIRED_GRACE_S) -> int:
+        """Close the mappings of files deleted at least *grace_s* ago; return how many."""
+        now = time.monotonic()
+        with self._lock:
+            due = [mf for t, mf in self.retired if now - t >= grace_s]
+            self.retired = [(t, mf) for t, mf in self.retired if now - t < grace_s]
+        for mf in due:
+            mf.close()
+        return len(due)
 
     def reset_to(self, offset: int) -> None:
         self.truncate_dirty_files(offset)
@@ -203,3 +282,6 @@ class MappedFileQueue:
             for mf in self.files:
                 mf.close()
             self.files = []
+            for _t, mf in self.retired:
+                mf.close()
+            self.retired = []

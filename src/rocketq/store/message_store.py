@@ -19,6 +19,7 @@ close, so its presence at the next open means abnormal recovery. A store opened
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import re
@@ -26,6 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -34,7 +36,7 @@ import numpy as np
 
 from rocketq.common.codec import decode_record, read_size_and_magic
 from rocketq.common.errors import CorruptRecordError, StoreError
-from rocketq.common.javacompat import hashmap_order
+from rocketq.common.javacompat import encode_utf8_java, hashmap_order
 from rocketq.common.message import (
     PROPERTY_CLUSTER,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -69,6 +71,9 @@ from rocketq.store.config_json import (
 from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rocketq.store.index_service import IndexService
 from rocketq.store.message_filter import MessageFilter
+from rocketq.store.recovery import RecoveryDispatch, RecoveryReport
+from rocketq.store.running_flags import RunningFlags
+from rocketq.store.services import StoreServices
 from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -80,6 +85,15 @@ MAX_QUEUE_ID = 1023
 _UNCHECKED = object()
 DISPATCH_BATCH = 512  # records per dispatch round: bounds the wake-up delay of a long poll
 _PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+_OPEN_IN_PROCESS: set[str] = set()  # roots of the stores this process holds the lock of
+_OPEN_IN_PROCESS_LOCK = threading.Lock()
+
+
+def _forget_open(key: str) -> None:
+    with _OPEN_IN_PROCESS_LOCK:
+        _OPEN_IN_PROCESS.discard(key)
 
 
 class GetMessageStatus(Enum):
@@ -273,6 +287,13 @@ class MessageStore:
         self._checked_queues: dict[tuple[str, int], object] = {}
         # Called after a record reaches its consume queue (long polling wake-up).
         self.message_arriving_listener: Callable[[str, int, int, int, int, dict[str, str]], None] | None = None
+        # Durability (issue 3): flags that refuse puts (disk full), the background services,
+        # what recovery did, and the per-thread switch of put_message_async.
+        self.running_flags = RunningFlags()
+        self.running_flags.listener = self._on_writeable_changed
+        self.services: StoreServices | None = None
+        self.recovery_report = RecoveryReport()
+        self._async_put = threading.local()
 
     # --- open / close ------------------------------------------------------------------
     @classmethod
@@ -310,14 +331,23 @@ class MessageStore:
 
     def _take_lock(self) -> None:
         path = self.root / "lock"
+        # POSIX record locks belong to the process: a second open in this process would get the
+        # lock too (and drop it for both when it closes), so those are refused here.
+        key = os.path.realpath(self.root)
+        with _OPEN_IN_PROCESS_LOCK:
+            if key in _OPEN_IN_PROCESS:
+                raise StoreError(f"{self.root}: the store is in use (already open in this process)")
+            _OPEN_IN_PROCESS.add(key)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
+            _forget_open(key)
             raise StoreError(f"cannot open {path}: {e.strerror}") from e
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
         except OSError:
             os.close(fd)
+            _forget_open(key)
             raise StoreError(f"{self.root}: the store is in use by another process (lock is held)") from None
         os.pwrite(fd, b"lock", 0)
         os.fsync(fd)
@@ -333,7 +363,10 @@ class MessageStore:
             self.commit_log.load()
             self._load_consume_queues()
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=self.read_only)
+            index_dir = self.index_service.store_path
+            on_disk = sum(1 for f in index_dir.iterdir() if f.name.isdigit()) if index_dir.is_dir() else 0
             self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+            self.recovery_report.index_files_dropped = max(0, on_disk - len(self.index_service.files))
             for manager in self.config_managers():
                 manager.load()
             self._recover()
@@ -360,24 +393,64 @@ class MessageStore:
                 self.consume_queue_table.setdefault(topic_dir.name, {})[qid] = cq
 
     def _recover(self) -> None:
+        report = self.recovery_report
+        started = time.perf_counter()
         max_phy_of_cq = -1
         for cq in self.consume_queues():
             cq.recover()
             max_phy_of_cq = max(max_phy_of_cq, cq.max_physic_offset)
+            report.queue_max_after_cq_recover[f"{cq.topic}-{cq.queue_id}"] = cq.get_max_offset_in_queue()
+        report.index_entries_after_load = sum(max(0, f.index_count - 1) for f in self.index_service.files)
         progress = self._recovery_progress()
         if self.last_exit_ok:
+            report.mode = "normal"
             end = self.commit_log.recover_normally(max_phy_of_cq, self._truncate_dirty_logic_files,
-                                                   self._destroy_logics, progress)  # fmt: skip
+                                                   self._destroy_logics, progress, report)  # fmt: skip
         else:
-            assert self.checkpoint is not None
-            cp = self.checkpoint
-            use_index = self.config.message_index_enable and self.config.message_index_safe
-            min_ts = cp.min_timestamp_index if use_index else cp.min_timestamp
-            end = self.commit_log.recover_abnormally(max_phy_of_cq, min_ts, self.do_dispatch,
+            report.mode = "abnormal"
+            min_ts = self.abnormal_recovery_min_timestamp()
+            end = self.commit_log.recover_abnormally(max_phy_of_cq, min_ts, self._recovery_dispatch(),
                                                      self._truncate_dirty_logic_files, self._destroy_logics,
-                                                     progress)  # fmt: skip
+                                                     progress, report)  # fmt: skip
         self.recovered_offset = end
+        report.recovered_offset = end
         self._recover_topic_queue_table()
+        report.seconds += time.perf_counter() - started
+
+    def abnormal_recovery_min_timestamp(self) -> int:
+        """The checkpoint-derived store time abnormal recovery starts from (§6, §11.4)."""
+        assert self.checkpoint is not None
+        cp = self.checkpoint
+        use_index = self.config.message_index_enable and self.config.message_index_safe
+        return cp.min_timestamp_index if use_index else cp.min_timestamp
+
+    def _recovery_dispatch(self) -> RecoveryDispatch:
+        """Dispatch for abnormal recovery: batched, and only records whose unit or keys are missing."""
+        ends = {(encode_utf8_java(cq.topic), cq.queue_id): cq.max_physic_offset for cq in self.consume_queues()}
+        index_end: int | None = None
+        if self.config.message_index_enable:
+            files = self.index_service.files
+            index_end = files[-1].end_phy_offset if files else 0
+        batch = getattr(self, "do_dispatch_batch", None)
+        if batch is None or type(self).do_dispatch is not MessageStore.do_dispatch:
+            batch = self._dispatch_each  # a subclass that watches single records (the read-only CLI store)
+        return RecoveryDispatch(self._counting(batch), ends, index_end,
+                                full_properties=self.message_arriving_listener is not None)  # fmt: skip
+
+    def _dispatch_each(self, reqs: list[DispatchRequest]) -> None:
+        for req in reqs:
+            self.do_dispatch(req)
+
+    def _counting(self, batch: Callable[[list[DispatchRequest]], None]) -> Callable[[list[DispatchRequest]], None]:
+        report = self.recovery_report
+
+        def run(reqs: list[DispatchRequest]) -> None:
+            report.records_redispatched += len(reqs)
+            t0 = time.perf_counter()
+            batch(reqs)
+            report.dispatch_seconds += time.perf_counter() - t0
+
+        return run
 
     def _recovery_progress(self) -> Callable[[int], None] | None:
         if self._progress is None:
@@ -396,7 +469,9 @@ class MessageStore:
 
     def _truncate_dirty_logic_files(self, phy_offset: int) -> None:
         for cq in self.consume_queues():
+            before = cq.get_max_offset_in_queue()
             cq.truncate_dirty_logic_files(phy_offset)
+            self.recovery_report.consume_queue_units_truncated += max(0, before - cq.get_max_offset_in_queue())
 
     def _destroy_logics(self) -> None:
         if self.read_only:
@@ -431,8 +506,25 @@ class MessageStore:
         else:
             self.reput.shutdown()
             self.reput = None
+        self._finish_recovery_report()
+        self.services = StoreServices(self)
+        self.services.start()
         self.abort_file.touch()
         self._fsync_dir(self.root)
+
+    def _finish_recovery_report(self) -> None:
+        """Count what dispatch rebuilt between the consume queues' own recovery and now (caught up)."""
+        report = self.recovery_report
+        before = report.queue_max_after_cq_recover
+        rebuilt = 0
+        for cq in self.consume_queues():
+            key = f"{cq.topic}-{cq.queue_id}"
+            if key not in before:
+                report.consume_queues_rebuilt += 1
+            rebuilt += cq.get_max_offset_in_queue() - before.get(key, cq.get_min_offset_in_queue())
+        report.consume_queue_units_rebuilt = max(0, rebuilt + report.consume_queue_units_truncated)
+        keys = sum(max(0, f.index_count - 1) for f in self.index_service.files)
+        report.index_keys_rebuilt = max(0, keys - report.index_entries_after_load)
 
     @staticmethod
     def _fsync_dir(path: Path) -> None:
@@ -448,9 +540,14 @@ class MessageStore:
             return
         self._closed = True
         clean = True
+        services = self.services
+        if services is not None:
+            services.shutdown_intake()
         if self.reput is not None:
             self.reput.shutdown()
             clean = self.reput.behind() <= 0
+        if services is not None:
+            services.shutdown()
         if not self.read_only:
             self.flush()
             self.persist_configs()
@@ -458,9 +555,13 @@ class MessageStore:
         for cq in self.consume_queues():
             cq.close()
         self.commit_log.close()
+        if services is not None:
+            services.close_pool()
+            self.services = None
         if self.checkpoint is not None:
             self.checkpoint.close()
-        if not self.read_only and clean:
+        # As RocketMQ: a store that is not writeable (disk full) keeps abort, so the next start checks it.
+        if not self.read_only and clean and self.running_flags.is_writeable():
             self.abort_file.unlink(missing_ok=True)
         self._release()
 
@@ -468,13 +569,14 @@ class MessageStore:
         """Flush commit log, consume queues, index and checkpoint, in that order."""
         assert self.checkpoint is not None
         cl_queue = self.commit_log.mapped_file_queue
+        cl_queue.commit_all()
         cl_queue.flush_all()
         if cl_queue.store_timestamp:
             self.checkpoint.physic_msg_timestamp = cl_queue.store_timestamp
         logics_ts = self.checkpoint.logics_msg_timestamp
         for cq in self.consume_queues():
             cq.queue.flush_all()
-        self.checkpoint.logics_msg_timestamp = logics_ts
+        self.checkpoint.flushed_logics_msg_timestamp = logics_ts
         self.index_service.flush()
         self.checkpoint.flush()
 
@@ -496,6 +598,7 @@ class MessageStore:
             finally:
                 os.close(self._lock_fd)
                 self._lock_fd = -1
+                _forget_open(os.path.realpath(self.root))
 
     def _on_index_file_full(self, end_timestamp: int) -> None:
         if self.checkpoint is not None:
@@ -715,9 +818,108 @@ class MessageStore:
         return self._after_put(self.commit_log.put_messages(exts))
 
     def _after_put(self, result: PutMessageResult) -> PutMessageResult:
-        if result.ok and self.config.flush_disk_type == SYNC_FLUSH:
-            self.commit_log.mapped_file_queue.flush_all()
+        """SYNC_FLUSH: wait for the group commit that covers the record (``handleDiskFlush``).
+
+        The put blocks on a lock of its own until the group commit service has
+        flushed past its end (``FLUSH_DISK_TIMEOUT`` after ``syncFlushTimeout``);
+        under :meth:`put_message_async` it does not wait but leaves a future.
+        """
+        services = self.services
+        gc = services.group_commit if services is not None else None
+        if gc is None or not result.ok:
+            if gc is None and result.ok and self.config.flush_disk_type == SYNC_FLUSH:
+                self.commit_log.mapped_file_queue.flush_all()  # no services (not started): flush here
+            return result
+        end = result.wrote_offset + result.wrote_bytes
+        deferred = self._async_put
+        if getattr(deferred, "on", False):
+            loop = deferred.loop
+            fut: Future[PutMessageResult] | asyncio.Future[PutMessageResult]
+            fut = Future() if loop is None else loop.create_future()
+            gc.submit(end, result, fut, loop)
+            deferred.future = fut
+            return result
+        status = gc.commit_and_wait(end, self.config.sync_flush_timeout / 1000)
+        if status is not PutMessageStatus.PUT_OK:
+            result.status = status
         return result
+
+    def put_message_async(self, msg: MessageExt | Message, queue_id: int | None = None) -> Future[PutMessageResult]:
+        """:meth:`put_message` without blocking on the flush: a future of the result.
+
+        Under SYNC_FLUSH it completes when the group commit has the record on disk
+        (``asyncPutMessage``); an asyncio caller awaits ``asyncio.wrap_future(f)``.
+        """
+        return self._deferred(lambda: self.put_message(msg, queue_id))
+
+    def put_messages_async(self, msgs: list[MessageExt | Message],
+                           queue_id: int | None = None) -> Future[PutMessageResult]:  # fmt: skip
+        """:meth:`put_messages` without blocking on the flush (see :meth:`put_message_async`)."""
+        return self._deferred(lambda: self.put_messages(msgs, queue_id))
+
+    async def aput_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
+        """:meth:`put_message` for asyncio code: appends at once, then awaits the group commit.
+
+        Other tasks run meanwhile; the group commit resolves all the futures of a
+        flush round with one hand-over to the loop.
+        """
+        loop = asyncio.get_running_loop()
+        return await self._deferred(lambda: self.put_message(msg, queue_id), loop)  # type: ignore[misc]
+
+    async def aput_messages(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
+        """:meth:`put_messages` for asyncio code (see :meth:`aput_message`)."""
+        loop = asyncio.get_running_loop()
+        return await self._deferred(lambda: self.put_messages(msgs, queue_id), loop)  # type: ignore[misc]
+
+    def _deferred(self, put: Callable[[], PutMessageResult],
+                  loop: asyncio.AbstractEventLoop | None = None) -> Future[PutMessageResult]:  # fmt: skip
+        deferred = self._async_put
+        deferred.on = True
+        deferred.loop = loop
+        deferred.future = None
+        try:
+            result = put()
+        finally:
+            deferred.on = False
+        fut = deferred.future
+        deferred.future = None
+        if fut is None:
+            fut = Future() if loop is None else loop.create_future()
+            fut.set_result(result)
+        return fut
+
+    def _on_writeable_changed(self, writeable: bool) -> None:
+        """RunningFlags flipped: put the put guard in place, or take it away.
+
+        The guard shadows :meth:`_validate` on this instance, so the put path pays
+        nothing while the store is writeable.
+        """
+        if writeable:
+            self.__dict__.pop("_validate", None)
+        else:
+            self._validate = self._refuse_put  # type: ignore[method-assign]
+
+    def _refuse_put(self, _msg: MessageExt) -> PutMessageResult:
+        """``checkStoreStatus`` of a store that is not writeable: ``SERVICE_NOT_AVAILABLE``."""
+        reasons = ", ".join(self.running_flags.reasons()) or "not writeable"
+        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                error=f"the message store is not writeable ({reasons}); puts are refused")  # fmt: skip
+
+    def execute_delete_files_manually(self) -> None:
+        """An admin's request to delete expired commit-log files in the next 20 cleaning rounds."""
+        if self.services is not None:
+            self.services.clean.commit_log_cleaner.execute_delete_files_manually()
+
+    def get_flushed_offset(self) -> int:
+        """Commit-log offset up to which data is known to be on disk."""
+        return self.commit_log.mapped_file_queue.flushed_where
+
+    def get_confirm_offset(self) -> int:
+        """Where readers may go (5.x ``getConfirmOffset`` without HA): the flushed end under
+        SYNC_FLUSH, the written end under ASYNC_FLUSH."""
+        if self.config.flush_disk_type == SYNC_FLUSH:
+            return min(self.get_flushed_offset(), self.commit_log.get_max_offset())
+        return self.commit_log.get_max_offset()
 
     # --- get -----------------------------------------------------------------------------
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
@@ -919,3 +1121,22 @@ class MessageStore:
 
     def topics(self) -> list[str]:
         return sorted(self.consume_queue_table)
+
+    def delete_topics(self, topics: list[str] | set[str]) -> int:
+        """``deleteTopics``: destroy the consume queues of *topics* and forget their next queue offsets
+        (a deleted topic created again starts at offset 0). The commit log keeps their records until
+        retention removes them. Returns how many consume queues were destroyed."""
+        if self.read_only:
+            return 0
+        destroyed = 0
+        for topic in topics:
+            with self._cq_lock:
+                queues = self.consume_queue_table.pop(topic, None)
+            for queue_id, cq in (queues or {}).items():
+                cq.destroy()
+                self.commit_log.topic_queue_table.pop(f"{topic}-{queue_id}", None)
+                destroyed += 1
+            topic_dir = self.config.consume_queue_path / topic
+            if topic_dir.is_dir() and not any(topic_dir.iterdir()):
+                topic_dir.rmdir()  # only when its queues left it empty
+        return destroyed

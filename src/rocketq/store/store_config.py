@@ -70,6 +70,9 @@ class MessageStoreConfig:
     delete_consume_queue_files_interval: int = 100
     destroy_maped_file_interval_forcibly: int = 120_000
     clean_file_forcibly_enable: bool = True
+    disk_space_warning_level_ratio: int = 90  # percent (5.x; 4.9: system property, 0.90)
+    disk_space_clean_forcibly_ratio: int = 85  # percent (5.x; 4.9: system property, 0.85)
+    delete_file_batch_max: int = 10
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     flush_delay_offset_interval: int = 10_000
     broker_role: str = "ASYNC_MASTER"
