@@ -1,0 +1,202 @@
+"""Broker settings under RocketMQ's own names: ``common/BrokerConfig`` (+ ``listenPort`` of ``NettyServerConfig``).
+
+One ``broker.conf`` configures both the broker and its store, as in RocketMQ: :func:`load_broker_config`
+reads the file once and returns a :class:`BrokerConfig` and the store's ``MessageStoreConfig``, with the
+values the two share (``brokerIP1``, ``listenPort``, ``brokerClusterName``, ``autoCreateTopicEnable``,
+``defaultTopicQueueNums``, ``brokerRole``) kept equal. Keys that belong to neither are ignored, as
+``MixAll.properties2Object`` ignores them. Defaults are those of RocketMQ 4.9, except ``brokerIP1`` and
+``brokerIP2`` (127.0.0.1 instead of the first non-loopback address: rocketq listens on ``brokerIP1``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocketq.common.errors import RocketqError
+from rocketq.store.store_config import MessageStoreConfig, parse_properties
+
+__all__ = ["BrokerConfig", "BrokerConfigError", "broker_config_from_properties", "load_broker_config"]
+
+#: Values BrokerConfig and MessageStoreConfig both hold (attribute names are the same in both).
+SHARED_WITH_STORE = ("broker_ip1", "listen_port", "broker_cluster_name", "auto_create_topic_enable",
+                     "default_topic_queue_nums")  # fmt: skip
+
+
+class BrokerConfigError(RocketqError):
+    """A ``broker.conf`` that cannot be read or holds a value of the wrong type."""
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _prop(name: str) -> dict[str, str]:
+    """Field metadata for a property whose Java name is not the camelCase of the attribute."""
+    return {"prop": name}
+
+
+def _default_broker_name() -> str:
+    # BrokerConfig.localHostName(): the host name, "DEFAULT_BROKER" when it cannot be had.
+    try:
+        return socket.gethostname() or "DEFAULT_BROKER"
+    except OSError:  # pragma: no cover
+        return "DEFAULT_BROKER"
+
+
+@dataclass
+class BrokerConfig:
+    """``BrokerConfig``: attribute ``x_y`` is property ``xY`` unless its metadata names it (``brokerIP1``)."""
+
+    namesrv_addr: str | None = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR"))
+    broker_ip1: str = field(default="127.0.0.1", metadata=_prop("brokerIP1"))
+    broker_ip2: str = field(default="127.0.0.1", metadata=_prop("brokerIP2"))
+    listen_port: int = 10911
+    broker_name: str = field(default_factory=_default_broker_name)
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    broker_permission: int = 6
+    default_topic_queue_nums: int = 8
+    auto_create_topic_enable: bool = True
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    trace_topic_enable: bool = False
+    flush_consumer_offset_interval: int = 5000
+    send_thread_pool_queue_capacity: int = 10_000
+    reject_transaction_message: bool = False
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    notify_consumer_ids_changed_enable: bool = True
+    transfer_msg_by_heap: bool = True
+    region_id: str = "DefaultRegion"
+    register_broker_timeout_mills: int = 6000
+    slave_read_enable: bool = False
+    trace_on: bool = True
+    enable_property_filter: bool = False
+    filter_support_retry: bool = False
+    compressed_register: bool = False
+    force_register: bool = True
+    register_name_server_period: int = 30_000
+    transaction_time_out: int = field(default=6000, metadata=_prop("transactionTimeOut"))
+    transaction_check_max: int = 15
+    transaction_check_interval: int = 60_000
+    # MessageStoreConfig's timer settings of 5.x (rocketq's timer: broker/timer_message_service.py).
+    timer_wheel_enable: bool = True
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    timer_precision_ms: int = 1000
+    # MessageStoreConfig values the broker reads itself.
+    broker_role: str = "ASYNC_MASTER"
+    default_query_max_num: int = 32
+    ha_listen_port: int = 0  # 0: listenPort + 1, as BrokerStartup sets it
+    # NettyServerConfig.serverChannelMaxIdleTimeSeconds and the client expiry of ClientHousekeepingService.
+    server_channel_max_idle_time_seconds: int = 120
+
+    # --- derived -------------------------------------------------------------------------------
+    @property
+    def broker_addr(self) -> str:
+        """``getBrokerAddr``: brokerIP1:listenPort, the address clients and records carry."""
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        """``getHAServerAddr``: brokerIP2:haListenPort."""
+        return f"{self.broker_ip2}:{self.ha_listen_port or self.listen_port + 1}"
+
+    @property
+    def vip_port(self) -> int:
+        """The "fast" listener of old clients: listenPort − 2 (0 stays 0: any free port)."""
+        return self.listen_port - 2 if self.listen_port else 0
+
+    def namesrv_addrs(self) -> list[str]:
+        """``namesrvAddr`` split on ``;`` (RocketMQ's separator), blanks dropped."""
+        if not self.namesrv_addr:
+            return []
+        return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
+
+    # --- loading ---------------------------------------------------------------------------------
+    @classmethod
+    def property_names(cls) -> dict[str, dataclasses.Field[Any]]:
+        """Java property name → field."""
+        return {f.metadata.get("prop", _camel(f.name)): f for f in dataclasses.fields(cls)}
+
+    def apply_properties(self, props: dict[str, str]) -> None:
+        fields = self.property_names()
+        for key, raw in props.items():
+            f = fields.get(key)
+            if f is not None:
+                setattr(self, f.name, _convert(key, raw, f))
+
+
+def _convert(key: str, raw: str, f: dataclasses.Field[Any]) -> Any:
+    value = raw.strip()
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    if kind == "bool":
+        if value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise BrokerConfigError(f"{key}: expected true or false, got {raw!r}")
+    if kind == "int":
+        try:
+            return int(value)
+        except ValueError:
+            raise BrokerConfigError(f"{key}: expected an integer, got {raw!r}") from None
+    return value
+
+
+def broker_config_from_properties(props: dict[str, str], **overrides: Any
+                                  ) -> tuple[BrokerConfig, MessageStoreConfig]:  # fmt: skip
+    """Both configs from parsed ``broker.conf`` properties; ``overrides`` (snake_case) win over the file
+    and go to whichever of the two configs has the attribute."""
+    broker = BrokerConfig()
+    broker.apply_properties(props)
+    try:
+        store = MessageStoreConfig.from_properties(props)
+    except RocketqError as exc:
+        raise BrokerConfigError(str(exc)) from None
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        found = False
+        if hasattr(broker, name):
+            setattr(broker, name, value)
+            found = True
+        if hasattr(store, name):
+            setattr(store, name, value)
+            found = True
+        if not found:
+            raise BrokerConfigError(f"unknown broker setting {name!r}")
+    sync_store_config(broker, store)
+    return broker, store
+
+
+def sync_store_config(broker: BrokerConfig, store: MessageStoreConfig) -> None:
+    """Make the values both configs hold equal, the broker's winning (``brokerRole`` from the store)."""
+    for name in SHARED_WITH_STORE:
+        if hasattr(store, name):
+            setattr(store, name, getattr(broker, name))
+    broker.broker_role = store.broker_role
+
+
+def load_broker_config(path: str | os.PathLike[str] | None = None, **overrides: Any
+                       ) -> tuple[BrokerConfig, MessageStoreConfig]:  # fmt: skip
+    """Read a ``broker.conf`` (or nothing: all defaults) into the broker's and the store's configs."""
+    props: dict[str, str] = {}
+    if path is not None:
+        p = Path(path).expanduser()
+        try:
+            props = parse_properties(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise BrokerConfigError(f"{p}: no such config file") from None
+        except IsADirectoryError:
+            raise BrokerConfigError(f"{p}: is a directory, not a config file") from None
+        except OSError as exc:
+            raise BrokerConfigError(f"{p}: cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise BrokerConfigError(f"{p}: not a text properties file") from None
+    return broker_config_from_properties(props, **overrides)

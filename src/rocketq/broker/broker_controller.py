@@ -1,0 +1,419 @@
+"""The broker process: RocketMQ's ``broker/BrokerController`` (with ``ClientHousekeepingService``,
+``DefaultConsumerIdsChangeListener`` and ``Broker2Client.notifyConsumerIdsChanged``) (spec §1, §11.1).
+
+``start()``:
+
+1. opens the store (load + recovery + dispatch, on a worker thread) and adds the built-in topics and groups;
+2. listens on ``brokerIP1:listenPort`` and on ``listenPort − 2`` (the "VIP" port of clients before 4.5.1),
+   both served by one processor table, except that the pull family is served on the main port only, as
+   Java registers it; with ``listenPort`` 0 both take free ports, and the main one becomes ``listenPort``
+   (and the port in every stored record and offset message id);
+3. registers with every name server, then again every ``registerNameServerPeriod`` (30 s) and whenever a
+   topic is created or changed;
+4. delivers delayed messages when due (:class:`ScheduleMessageService`; its offsets are persisted every
+   ``flushDelayOffsetInterval``), timer messages when due (:class:`TimerMessageService`), checks back
+   unresolved transactions (:class:`TransactionalMessageCheckService`), persists consumer offsets every
+   ``flushConsumerOffsetInterval`` (5 s), drops clients silent for 120 s (every 10 s), and re-checks held
+   pulls every 5 s.
+
+``shutdown()`` stops taking requests (held pulls are dropped), unregisters from the name servers, persists
+the offsets and closes the store cleanly. Everything runs on one asyncio loop; store calls that may block on
+disk run on worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rocketq.broker.admin_broker_processor import AdminBrokerProcessor
+from rocketq.broker.broker_config import BrokerConfig, sync_store_config
+from rocketq.broker.broker_outer_api import BrokerOuterAPI
+from rocketq.broker.broker_stats import BrokerStats
+from rocketq.broker.client_manage_processor import ClientManageProcessor
+from rocketq.broker.consumer_manage_processor import ConsumerManageProcessor
+from rocketq.broker.consumer_manager import ConsumerGroupEvent, ConsumerManager
+from rocketq.broker.end_transaction_processor import EndTransactionProcessor
+from rocketq.broker.producer_manager import ProducerManager
+from rocketq.broker.pull_message_processor import PullMessageProcessor
+from rocketq.broker.pull_request_hold_service import PullRequestHoldService
+from rocketq.broker.query_message_processor import QueryMessageProcessor
+from rocketq.broker.rebalance_lock_manager import RebalanceLockManager
+from rocketq.broker.schedule_message_service import ScheduleMessageService
+from rocketq.broker.send_message_processor import SendMessageProcessor
+from rocketq.broker.subscription_group_manager import BrokerSubscriptionGroupManager
+from rocketq.broker.timer_message_service import TIMER_TOPIC, TimerMessageService
+from rocketq.broker.topic_config_manager import BrokerTopicConfigManager
+from rocketq.broker.topic_validator import PERM_READ, PERM_WRITE
+from rocketq.broker.transactional_message_check_service import TransactionalMessageCheckService
+from rocketq.common.message import MessageExt
+from rocketq.remoting.codes import RequestCode
+from rocketq.remoting.command import create_request
+from rocketq.remoting.errors import RemotingError
+from rocketq.remoting.transport import ProcessorTable, RemotingConnection, RemotingServer, RequestProcessor
+from rocketq.store.commit_log import SCHEDULE_TOPIC, PutMessageResult
+from rocketq.store.config_json import TopicConfig
+from rocketq.store.message_store import MessageStore
+from rocketq.store.store_config import MessageStoreConfig
+
+log = logging.getLogger(__name__)
+
+HOUSEKEEPING_INTERVAL_S = 10.0
+STATS_INTERVAL_S = 5.0
+#: Codes Java serves on the main port only (NettyRemotingServer without the fast server's registration).
+MAIN_PORT_ONLY = frozenset({RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE})
+
+
+class _VipProcessorTable(ProcessorTable):
+    """The VIP listener's view of the main table: the same processors, without the pull family."""
+
+    def __init__(self, main: ProcessorTable) -> None:
+        super().__init__()
+        self._main = main
+
+    def register(self, code: int, processor: RequestProcessor) -> None:
+        self._main.register(code, processor)
+
+    def lookup(self, code: int) -> RequestProcessor | None:
+        if code in MAIN_PORT_ONLY:
+            return self._main.default
+        return self._main.lookup(code)
+
+    def codes(self) -> list[int]:
+        return [c for c in self._main.codes() if c not in MAIN_PORT_ONLY]
+
+
+class BrokerController:
+    """One broker: its store, managers, processors, listeners and periodic services."""
+
+    def __init__(self, broker_config: BrokerConfig, store_config: MessageStoreConfig | None = None) -> None:
+        self.broker_config = broker_config
+        self.store_config = store_config if store_config is not None else MessageStoreConfig()
+        sync_store_config(broker_config, self.store_config)
+        self.store = MessageStore(self.store_config)
+        self.stats = BrokerStats()
+        self.boot_timestamp = time.time_ns() // 1_000_000
+        self.topic_config_manager = BrokerTopicConfigManager(
+            self.store.topic_config_manager, broker_config,
+            schedule_queue_nums=len(self.store_config.delay_level_table()))  # fmt: skip
+        self.topic_config_manager.on_change = self._on_topic_change
+        self.subscription_group_manager = BrokerSubscriptionGroupManager(self.store.subscription_group_manager,
+                                                                         broker_config)  # fmt: skip
+        self.consumer_offset_manager = self.store.consumer_offset_manager
+        self.consumer_manager = ConsumerManager(self._on_consumer_ids_change)
+        self.producer_manager = ProducerManager()
+        self.rebalance_lock_manager = RebalanceLockManager()
+        self.pull_request_hold_service = PullRequestHoldService(self.store.get_max_offset_in_queue)
+        self.schedule_message_service = ScheduleMessageService(self)
+        self.timer_message_service = TimerMessageService(self)
+        self.transactional_message_check_service = TransactionalMessageCheckService(self)
+        self.transactional_message_service = self.transactional_message_check_service.transactional_message_service
+        self.outer_api = BrokerOuterAPI(broker_config)
+
+        self.send_message_processor = SendMessageProcessor(self)
+        self.pull_message_processor = PullMessageProcessor(self)
+        self.query_message_processor = QueryMessageProcessor(self)
+        self.client_manage_processor = ClientManageProcessor(self)
+        self.consumer_manage_processor = ConsumerManageProcessor(self)
+        self.end_transaction_processor = EndTransactionProcessor(self)
+        self.admin_broker_processor = AdminBrokerProcessor(self)
+        self.processors = ProcessorTable()
+        self._register_processors()
+        idle = float(broker_config.server_channel_max_idle_time_seconds) or None
+        host = broker_config.broker_ip1
+        self.remoting_server = RemotingServer(host, broker_config.listen_port, processors=self.processors,
+                                              idle_timeout=idle, name="broker")  # fmt: skip
+        self.fast_remoting_server = RemotingServer(host, broker_config.vip_port,
+                                                   processors=_VipProcessorTable(self.processors),
+                                                   idle_timeout=idle, name="broker-vip")  # fmt: skip
+        for server in (self.remoting_server, self.fast_remoting_server):
+            server.add_close_listener(self._on_connection_closed)
+
+        #: Puts waiting for their flush (SYNC_FLUSH): the send "queue" that flow control watches.
+        self.pending_puts = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._periodic: list[asyncio.Task[None]] = []
+        self._register_lock: asyncio.Lock | None = None
+        self._register_pending = False
+        self._started = False
+        self._store_open = False
+        self._serving = False
+
+    # --- wiring ---------------------------------------------------------------------------------------
+    def _register_processors(self) -> None:
+        t = self.processors
+        send = self.send_message_processor.process_request
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+                     RequestCode.CONSUMER_SEND_MSG_BACK):  # fmt: skip
+            t.register(code, send)
+        for code in MAIN_PORT_ONLY:
+            t.register(code, self.pull_message_processor.process_request)
+        for code in (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID):
+            t.register(code, self.query_message_processor.process_request)
+        for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG):
+            t.register(code, self.client_manage_processor.process_request)
+        for code in (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.UPDATE_CONSUMER_OFFSET,
+                     RequestCode.QUERY_CONSUMER_OFFSET):  # fmt: skip
+            t.register(code, self.consumer_manage_processor.process_request)
+        t.register(RequestCode.END_TRANSACTION, self.end_transaction_processor.process_request)
+        t.register_default(self.admin_broker_processor.process_request)
+
+    # --- addresses ------------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return self.remoting_server.port
+
+    @property
+    def vip_port(self) -> int:
+        return self.fast_remoting_server.port
+
+    @property
+    def broker_addr(self) -> str:
+        return self.broker_config.broker_addr
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        return (self.broker_config.broker_ip1, self.broker_config.listen_port)
+
+    # --- life cycle -----------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("broker already started")
+        self._started = True
+        self._register_lock = asyncio.Lock()
+        await asyncio.to_thread(self._open_store)
+        self._store_open = True
+        try:
+            self.topic_config_manager.add_builtin_topics()
+            self.subscription_group_manager.add_builtin_groups()
+            self.pull_request_hold_service.start()
+            self.schedule_message_service.start()
+            self.timer_message_service.start()
+            self.transactional_message_check_service.start()
+            self.store.message_arriving_listener = self._on_message_arriving
+            await self.remoting_server.start()
+            try:
+                await self.fast_remoting_server.start()
+            except OSError as exc:
+                log.warning("VIP listener on port %d not started: %s", self.broker_config.vip_port, exc)
+            if self.broker_config.listen_port == 0:
+                self.broker_config.listen_port = self.remoting_server.port
+                self.store_config.listen_port = self.remoting_server.port
+            self._serving = True
+            await self.register_broker_all()
+        except BaseException:
+            await self.shutdown()
+            raise
+        period = max(10.0, min(self.broker_config.register_name_server_period / 1000.0, 60.0))
+        self._periodic = [
+            self._every(period, self.register_broker_all, "register broker", delay=min(10.0, period)),
+            self._every(self.broker_config.flush_consumer_offset_interval / 1000.0, self._persist_offsets,
+                        "persist consumer offsets", delay=10.0),
+            self._every(HOUSEKEEPING_INTERVAL_S, self._scan_not_active_channels, "client housekeeping"),
+            self._every(STATS_INTERVAL_S, self._sample_stats, "broker stats"),
+        ]  # fmt: skip
+        log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
+                 self.broker_config.broker_name, self.broker_addr, self.broker_config.namesrv_addr)  # fmt: skip
+
+    def _open_store(self) -> None:
+        self.store.load()
+        self.timer_message_service.load()
+        self.store.start()
+
+    async def shutdown(self) -> None:
+        """Stop serving, unregister, persist and close the store (safe to call twice)."""
+        for task in self._periodic:
+            task.cancel()
+        for task in self._periodic:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._periodic = []
+        await self.transactional_message_check_service.shutdown()
+        await self.schedule_message_service.shutdown()
+        await self.timer_message_service.shutdown()
+        await self.pull_request_hold_service.shutdown()
+        await self.remoting_server.stop()
+        await self.fast_remoting_server.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._serving:
+            self._serving = False
+            await self.outer_api.unregister_broker_all()
+        await self.outer_api.close()
+        if self._store_open:
+            self._store_open = False
+            self.store.message_arriving_listener = None
+            await asyncio.to_thread(self.store.close)
+        self._started = False
+
+    async def __aenter__(self) -> BrokerController:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.shutdown()
+
+    # --- periodic services ----------------------------------------------------------------------------
+    def _every(self, interval: float, job: Callable[[], Awaitable[None] | None], what: str,
+               delay: float | None = None) -> asyncio.Task[None]:  # fmt: skip
+        async def loop() -> None:
+            await asyncio.sleep(interval if delay is None else delay)
+            while True:
+                try:
+                    result = job()
+                    if asyncio.iscoroutine(result):
+                        await result
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("%s failed", what)
+                await asyncio.sleep(interval)
+
+        return asyncio.get_running_loop().create_task(loop(), name=f"broker {what}")
+
+    async def _persist_offsets(self) -> None:
+        await asyncio.to_thread(self.consumer_offset_manager.persist)
+
+    def _scan_not_active_channels(self) -> None:
+        for conn in self.consumer_manager.scan_not_active_channel() + self.producer_manager.scan_not_active_channel():
+            conn.close()
+
+    def _sample_stats(self) -> None:
+        self.stats.sample()
+
+    def _spawn(self, coro: Awaitable[Any], name: str) -> None:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- name servers ---------------------------------------------------------------------------------
+    def topic_config_wrapper(self) -> dict[str, object]:
+        """``registerBrokerAll``'s wrapper; a broker without read or write permission announces its own perm."""
+        wrapper = self.topic_config_manager.build_topic_config_serialize_wrapper()
+        perm = self.broker_config.broker_permission
+        if perm & (PERM_READ | PERM_WRITE) != PERM_READ | PERM_WRITE:
+            table = wrapper["topicConfigTable"]
+            assert isinstance(table, dict)
+            wrapper["topicConfigTable"] = {name: dataclasses.replace(cfg, perm=perm) for name, cfg in table.items()}
+        return wrapper
+
+    async def register_broker_all(self) -> None:
+        """REGISTER_BROKER to every name server (one registration at a time; a change during one queues another)."""
+        lock = self._register_lock
+        if lock is None:
+            return
+        if lock.locked():
+            self._register_pending = True
+            return
+        async with lock:
+            while True:
+                self._register_pending = False
+                await self.outer_api.register_broker_all(self.topic_config_wrapper())
+                if not self._register_pending:
+                    break
+
+    def _on_topic_change(self, cfg: TopicConfig) -> None:
+        if self._started and self._register_lock is not None:
+            self._spawn(self.register_broker_all(), f"register after topic change {cfg.topic_name}")
+
+    def _on_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
+                             store_timestamp: int, properties: dict[str, str]) -> None:  # fmt: skip
+        """The store's arrival listener (dispatch thread): wake held pulls, and the delay level of a parked message."""
+        if topic == SCHEDULE_TOPIC:
+            self.schedule_message_service.wake_threadsafe(queue_id)
+        elif topic == TIMER_TOPIC:
+            self.timer_message_service.wake_threadsafe()
+        self.pull_request_hold_service.notify_message_arriving_threadsafe(topic, queue_id, max_offset, tags_code,
+                                                                          store_timestamp, properties)  # fmt: skip
+
+    # --- clients --------------------------------------------------------------------------------------
+    def _on_connection_closed(self, conn: RemotingConnection) -> None:
+        """``ClientHousekeepingService.onChannelClose``."""
+        self.pull_request_hold_service.on_connection_closed(conn)
+        self.producer_manager.do_channel_close_event(conn)
+        self.consumer_manager.do_channel_close_event(conn)
+
+    def _on_consumer_ids_change(self, event: ConsumerGroupEvent, group: str, *args: Any) -> None:
+        """``DefaultConsumerIdsChangeListener``: on CHANGE, NOTIFY_CONSUMER_IDS_CHANGED to each channel."""
+        enabled = self.broker_config.notify_consumer_ids_changed_enable
+        if event is not ConsumerGroupEvent.CHANGE or not args or not enabled:
+            return
+        for conn in args[0]:
+            if not conn.closed:
+                self._spawn(self.notify_consumer_ids_changed(conn, group), f"notify {group}")
+
+    async def notify_consumer_ids_changed(self, conn: RemotingConnection, group: str) -> None:
+        """``Broker2Client.notifyConsumerIdsChanged``: a one-way request on the client's connection."""
+        request = create_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True)
+        try:
+            await conn.invoke_oneway(request)
+        except (RemotingError, OSError) as exc:
+            log.warning("notifyConsumerIdsChanged to %s failed: %s", conn.remote_address, exc)
+
+    # --- store helpers --------------------------------------------------------------------------------
+    async def put_message(self, msg: MessageExt) -> PutMessageResult:
+        """Store one message; a timer message goes to the timer topic first (5.x's put hook)."""
+        refused = self.timer_message_service.transform(msg)
+        if refused is not None:
+            return refused
+        return await self._put_result(self.store.put_message_async(msg))
+
+    def put_message_sync(self, msg: MessageExt) -> PutMessageResult:
+        """:meth:`put_message` from a service thread (delay and timer delivery): blocks until stored (and, under
+        SYNC_FLUSH, flushed)."""
+        refused = self.timer_message_service.transform(msg)
+        if refused is not None:
+            return refused
+        return self.store.put_message(msg)
+
+    async def put_messages(self, msgs: list[MessageExt]) -> PutMessageResult:
+        return await self._put_result(self.store.put_messages_async(list(msgs)))
+
+    async def _put_result(self, future: concurrent.futures.Future[PutMessageResult]) -> PutMessageResult:
+        """The put's result; under SYNC_FLUSH it comes once the group commit has it on disk."""
+        if future.done():
+            return future.result()
+        self.pending_puts += 1
+        try:
+            return await asyncio.wrap_future(future)
+        finally:
+            self.pending_puts -= 1
+
+    def put_message_nowait(self, msg: MessageExt) -> None:
+        """A put whose outcome nobody waits for (offset-moved events)."""
+        self.store.put_message_async(msg)
+
+    def delete_topic(self, topic: str) -> None:
+        """DELETE_TOPIC_IN_BROKER: forget the topic, its consumer offsets and its consume queues."""
+        self.topic_config_manager.delete_topic_config(topic)
+        offsets = self.consumer_offset_manager
+        with offsets._lock:  # the manager's own lock: the periodic persist may be reading the table
+            for group in offsets.groups_of_topic(topic):
+                offsets.offset_table.pop(offsets.key(topic, group), None)
+        self.store.delete_topics([topic])
+
+    def all_config_properties(self) -> dict[str, str]:
+        """Every broker and store setting under its ``broker.conf`` name (GET_BROKER_CONFIG)."""
+        props: dict[str, str] = {}
+        for name, f in MessageStoreConfig.field_names().items():
+            props[name] = _text(getattr(self.store_config, f.name))
+        for name, f in BrokerConfig.property_names().items():
+            value = getattr(self.broker_config, f.name)
+            if value is not None:
+                props[name] = _text(value)
+        return props
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

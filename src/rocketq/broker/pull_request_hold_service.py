@@ -1,0 +1,174 @@
+"""Long polling: RocketMQ's ``broker/longpolling/PullRequestHoldService``, ``ManyPullRequest``, ``PullRequest``
+and ``NotifyMessageArrivingListener`` (spec §6.2).
+
+A pull that finds nothing (PULL_NOT_FOUND) with the SUSPEND flag is held here instead of answered. It is
+woken, and the pull runs once more without the right to be held again, when:
+
+- a message that passes its filter lands in its queue (the store's dispatch thread calls
+  :meth:`PullRequestHoldService.notify_message_arriving_threadsafe`, which hops to the event loop);
+- its suspend time is up (``suspendTimeoutMillis``; 1 s, ``shortPollingTimeMills``, when long polling is
+  off);
+- the periodic check (every 5 s, as Java's service loop) sees the queue grew past its offset, a safety net.
+
+A held pull whose connection closes is dropped. Each held pull is an ``asyncio.Future`` that its own
+request task awaits, so holding costs no thread and never delays other requests on the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from rocketq.broker.expression_message_filter import ExpressionMessageFilter
+from rocketq.remoting.transport import RemotingConnection
+
+log = logging.getLogger(__name__)
+
+CHECK_INTERVAL_S = 5.0
+
+
+class WakeReason:
+    ARRIVED = "arrived"
+    TIMEOUT = "timeout"
+    CLOSED = "closed"
+
+
+@dataclass(eq=False)
+class PullRequest:
+    """``PullRequest``: one held pull."""
+
+    connection: RemotingConnection
+    topic: str
+    queue_id: int
+    pull_from_this_offset: int
+    message_filter: ExpressionMessageFilter
+    future: asyncio.Future[str] = field(repr=False)
+
+    def wake(self, reason: str) -> None:
+        if not self.future.done():
+            self.future.set_result(reason)
+
+
+class PullRequestHoldService:
+    """Held pulls by ``topic@queueId`` (``pullRequestTable``)."""
+
+    def __init__(self, max_offset_in_queue: Callable[[str, int], int]) -> None:
+        self._max_offset = max_offset_in_queue
+        self.pull_request_table: dict[str, list[PullRequest]] = {}
+        self._by_connection: dict[RemotingConnection, set[PullRequest]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def build_key(topic: str, queue_id: int) -> str:
+        return f"{topic}@{queue_id}"
+
+    @property
+    def held_count(self) -> int:
+        return sum(len(v) for v in self.pull_request_table.values())
+
+    # --- life cycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run(), name="PullRequestHoldService")
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for requests in list(self.pull_request_table.values()):
+            for request in requests:
+                request.wake(WakeReason.CLOSED)
+        self.pull_request_table.clear()
+        self._by_connection.clear()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL_S)
+            try:
+                self.check_hold_request()
+            except Exception:
+                log.exception("check hold request failed")
+
+    # --- holding ------------------------------------------------------------------------------------
+    async def suspend(self, connection: RemotingConnection, topic: str, queue_id: int, offset: int,
+                      message_filter: ExpressionMessageFilter, timeout_s: float) -> str:  # fmt: skip
+        """Hold a pull until it should run again; returns why (a :class:`WakeReason` value)."""
+        if connection.closed:
+            return WakeReason.CLOSED
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        request = PullRequest(connection, topic, queue_id, offset, message_filter, loop.create_future())
+        key = self.build_key(topic, queue_id)
+        self.pull_request_table.setdefault(key, []).append(request)
+        self._by_connection.setdefault(connection, set()).add(request)
+        try:
+            return await asyncio.wait_for(asyncio.shield(request.future), max(0.0, timeout_s))
+        except TimeoutError:
+            return WakeReason.TIMEOUT
+        finally:
+            self._forget(key, request)
+
+    def _forget(self, key: str, request: PullRequest) -> None:
+        requests = self.pull_request_table.get(key)
+        if requests is not None:
+            with contextlib.suppress(ValueError):
+                requests.remove(request)
+            if not requests:
+                del self.pull_request_table[key]
+        held = self._by_connection.get(request.connection)
+        if held is not None:
+            held.discard(request)
+            if not held:
+                del self._by_connection[request.connection]
+
+    def on_connection_closed(self, connection: RemotingConnection) -> None:
+        for request in list(self._by_connection.get(connection, ())):
+            request.wake(WakeReason.CLOSED)
+
+    # --- waking -------------------------------------------------------------------------------------
+    def notify_message_arriving_threadsafe(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
+                                           store_timestamp: int,
+                                           properties: Mapping[str, str] | None) -> None:  # fmt: skip
+        """The store's ``message_arriving_listener``: called on the dispatch thread for each new message."""
+        loop = self._loop
+        if loop is None or self.build_key(topic, queue_id) not in self.pull_request_table:
+            return  # nobody waits on this queue (a dict lookup is safe from another thread)
+        with contextlib.suppress(RuntimeError):  # the loop is closing
+            loop.call_soon_threadsafe(self.notify_message_arriving, topic, queue_id, max_offset, tags_code,
+                                      properties)  # fmt: skip
+
+    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None,
+                                properties: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        """``notifyMessageArriving``: wake the pulls of this queue that the new message(s) satisfy."""
+        requests = self.pull_request_table.get(self.build_key(topic, queue_id))
+        if not requests:
+            return
+        newest: int | None = None
+        for request in list(requests):
+            offset = max_offset
+            if offset <= request.pull_from_this_offset:
+                if newest is None:
+                    newest = self._max_offset(topic, queue_id)
+                offset = newest
+            if offset <= request.pull_from_this_offset:
+                continue
+            flt = request.message_filter
+            if flt.is_matched_by_consume_queue(tags_code) and flt.is_matched_by_properties(properties):
+                request.wake(WakeReason.ARRIVED)
+
+    def check_hold_request(self) -> None:
+        """``checkHoldRequest``: wake held pulls whose queue grew (no filter information: any new message)."""
+        for key in list(self.pull_request_table):
+            topic, _, qid = key.rpartition("@")
+            try:
+                queue_id = int(qid)
+            except ValueError:
+                continue
+            self.notify_message_arriving(topic, queue_id, self._max_offset(topic, queue_id))

@@ -1,0 +1,430 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and CONSUMER_SEND_MSG_BACK (36):
+RocketMQ's ``broker/processor/SendMessageProcessor`` and ``AbstractSendMessageProcessor`` (spec §6.1, §6.7,
+§11.5, §11.6).
+
+Send, in Java's order: the broker must be writable for ordered topics; the topic name must be legal and
+not one of the topics nobody may send to; an unknown topic is created from the request's template topic
+(``TBW102``) when that template has INHERIT, or, for a ``%RETRY%`` topic, with one queue; the queue id must
+exist (negative: a random one). A ``%RETRY%<group>`` send whose ``reconsumeTimes`` is past the group's limit,
+or whose group holds orderly locks, goes to ``%DLQ%<group>``. The broker adds ``UNIQ_KEY`` (when missing) and
+``CLUSTER``; ``TRAN_MSG=true`` makes a half message in ``RMQ_SYS_TRANS_HALF_TOPIC``. The store's result maps
+to a response code; a stored message answers ``msgId`` (the offset id; comma-joined for a batch),
+``queueId``, ``queueOffset`` and ``transactionId``, always with ``MSG_REGION`` and ``TRACE_ON``.
+
+Send-back looks the consumed message up by its commit-log offset and stores a copy in ``%RETRY%<group>``
+with delay level ``3 + reconsumeTimes`` (or the one asked for) and ``reconsumeTimes + 1``, or in
+``%DLQ%<group>`` once ``maxReconsumeTimes`` is reached or when the delay level is negative.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import shutil
+from typing import TYPE_CHECKING
+
+from rocketq.broker.protocol import suggest_todo
+from rocketq.broker.topic_validator import (
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    check_allowed_send_topic,
+    get_dlq_topic,
+    get_retry_topic,
+    is_retry_topic,
+    is_writeable,
+    validate_topic,
+)
+from rocketq.common.codec import CorruptRecordError, decode_batch_body
+from rocketq.common.javacompat import encode_utf8_java, hashmap_order
+from rocketq.common.message import (
+    MULTI_TAGS_FLAG,
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_ORIGIN_MESSAGE_ID,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_RETRY_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+    Message,
+    MessageExt,
+    properties_to_string,
+    string_to_properties,
+)
+from rocketq.remoting.codes import MQVersion, RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand, make_response_for, parse_bool
+from rocketq.remoting.transport import RemotingConnection, parse_address
+from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
+from rocketq.store.config_json import TopicConfig
+
+if TYPE_CHECKING:
+    from rocketq.broker.broker_controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+DLQ_NUMS_PER_GROUP = 1
+PROPERTY_POP_CK = "POP_CK"
+
+
+@dataclasses.dataclass
+class SendMessageRequestHeader:
+    """``SendMessageRequestHeader`` (long names; the V2 one-letter header is mapped onto it)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+    batch: bool = False
+
+
+#: ``SendMessageRequestHeaderV2``: the same fields under one-letter keys.
+V2_KEYS = {
+    "producerGroup": "a", "topic": "b", "defaultTopic": "c", "defaultTopicQueueNums": "d", "queueId": "e",
+    "sysFlag": "f", "bornTimestamp": "g", "flag": "h", "properties": "i", "reconsumeTimes": "j", "unitMode": "k",
+    "maxReconsumeTimes": "l", "batch": "m",
+}  # fmt: skip
+
+
+def parse_request_header(request: RemotingCommand) -> SendMessageRequestHeader:
+    """``parseRequestHeader``: V2 keys for codes 310 and 320, the long names for 10.
+
+    A missing required field or a value that does not parse raises ``HeaderFieldError`` naming the key the
+    request used (``the custom field <b> is null``), which the transport answers with SYSTEM_ERROR.
+    """
+    v2 = request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+
+    def key(name: str) -> str:
+        return V2_KEYS[name] if v2 else name
+
+    h = request.header
+    return SendMessageRequestHeader(
+        producer_group=h.get_str(key("producerGroup")), topic=h.get_str(key("topic")),
+        default_topic=h.get_str(key("defaultTopic")), default_topic_queue_nums=h.get_int(key("defaultTopicQueueNums")),
+        queue_id=h.get_int(key("queueId")), sys_flag=h.get_int(key("sysFlag")),
+        born_timestamp=h.get_long(key("bornTimestamp")), flag=h.get_int(key("flag")),
+        properties=h.get_str(key("properties"), None), reconsume_times=h.get_int(key("reconsumeTimes"), None),
+        unit_mode=h.get_bool(key("unitMode"), False), max_reconsume_times=h.get_int(key("maxReconsumeTimes"), None),
+        batch=h.get_bool(key("batch"), False),
+    )  # fmt: skip
+
+
+def _peer(conn: RemotingConnection) -> tuple[str, int]:
+    try:
+        return parse_address(conn.remote_address)
+    except ValueError:
+        return ("127.0.0.1", 0)
+
+
+def _delay_level(props: dict[str, str]) -> int:
+    try:
+        return int(props.get(PROPERTY_DELAY_TIME_LEVEL, "0"))
+    except ValueError:
+        return 0
+
+
+class SendMessageProcessor:
+    """The send processor of a broker."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    # --- dispatch -------------------------------------------------------------------------------------
+    async def process_request(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+        ctl = self.controller
+        if ctl.pending_puts >= ctl.broker_config.send_thread_pool_queue_capacity:
+            # Java's answer when the send executor's queue is full (spec §3.6).
+            return make_response_for(request, ResponseCode.SYSTEM_BUSY,
+                                     "[OVERLOAD]system busy, start flow control for a while")  # fmt: skip
+        if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
+            return await self.consumer_send_msg_back(conn, request)
+        header = parse_request_header(request)
+        if header.batch:
+            return await self.send_batch_message(conn, request, header)
+        return await self.send_message(conn, request, header)
+
+    # --- checks ---------------------------------------------------------------------------------------
+    def _response_ext(self) -> dict[str, str]:
+        c = self.controller.broker_config
+        return {"MSG_REGION": c.region_id, "TRACE_ON": "true" if c.trace_on else "false"}
+
+    def _fail(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+        return make_response_for(request, code, remark, ext_fields=self._response_ext())
+
+    def msg_check(self, conn: RemotingConnection, request: RemotingCommand, header: SendMessageRequestHeader
+                  ) -> RemotingCommand | tuple[TopicConfig, int]:  # fmt: skip
+        """``msgCheck``: the topic config and the queue id to use, or the failure response."""
+        ctl = self.controller
+        cfg = ctl.broker_config
+        topic = header.topic
+        if not is_writeable(cfg.broker_permission) and ctl.topic_config_manager.is_order_topic(topic):
+            return self._fail(request, ResponseCode.NO_PERMISSION,
+                              f"the broker[{cfg.broker_ip1}] sending message is forbidden")  # fmt: skip
+        problem = validate_topic(topic) or check_allowed_send_topic(topic)
+        if problem is not None:
+            return self._fail(request, *problem)
+        tcm = ctl.topic_config_manager
+        topic_config = tcm.select_topic_config(topic)
+        if topic_config is None:
+            sys_flag = 0
+            if header.unit_mode:
+                sys_flag = 2 if is_retry_topic(topic) else 1  # TopicSysFlag: bit 1 unit sub, bit 0 unit
+            log.warning("the topic %s not exist, producer: %s", topic, conn.remote_address)
+            topic_config = tcm.create_topic_in_send_message(topic, header.default_topic, conn.remote_address,
+                                                            header.default_topic_queue_nums, sys_flag)  # fmt: skip
+            if topic_config is None and is_retry_topic(topic):
+                topic_config = tcm.create_topic_in_send_message_back(topic, 1, PERM_WRITE | PERM_READ, sys_flag)
+            if topic_config is None:
+                return self._fail(request, ResponseCode.TOPIC_NOT_EXIST,
+                                  f"topic[{topic}] not exist, apply first please!{suggest_todo()}")  # fmt: skip
+        queue_id = header.queue_id
+        valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+        if queue_id >= valid:
+            return self._fail(request, ResponseCode.INVALID_PARAMETER,
+                              f"request queueId[{queue_id}] is illegal, {_topic_config_str(topic_config)} "
+                              f"Producer: {conn.remote_address}")  # fmt: skip
+        if queue_id < 0:
+            queue_id = random.randrange(99999999) % max(1, topic_config.write_queue_nums)
+        return topic_config, queue_id
+
+    # --- single message -------------------------------------------------------------------------------
+    async def send_message(self, conn: RemotingConnection, request: RemotingCommand,
+                           header: SendMessageRequestHeader) -> RemotingCommand:  # fmt: skip
+        ctl = self.controller
+        checked = self.msg_check(conn, request, header)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        topic_config, queue_id = checked
+        topic = header.topic
+        props = string_to_properties(header.properties or "")
+        props.pop(PROPERTY_POP_CK, None)
+        reconsume_times = header.reconsume_times or 0
+        if is_retry_topic(topic):
+            group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+            sg = ctl.subscription_group_manager.find_subscription_group_config(group)
+            if sg is None:
+                return self._fail(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                  f"subscription group not exist, {group} {suggest_todo()}")  # fmt: skip
+            max_times = sg.retry_max_times
+            if request.version >= MQVersion.V3_4_9 and header.max_reconsume_times is not None:
+                max_times = header.max_reconsume_times
+            orderly = not ctl.rebalance_lock_manager.is_lock_all_expired(group)
+            if reconsume_times > max_times or orderly:
+                topic = get_dlq_topic(group)
+                queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
+                topic_config = ctl.topic_config_manager.create_topic_in_send_message_back(
+                    topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+                props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        sys_flag = header.sys_flag
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MULTI_TAGS_FLAG
+        transactional = parse_bool(props.get(PROPERTY_TRANSACTION_PREPARED, "false")) and not (
+            reconsume_times > 0 and _delay_level(props) > 0)
+        if transactional and ctl.broker_config.reject_transaction_message:
+            return self._fail(request, ResponseCode.NO_PERMISSION,
+                              f"the broker[{ctl.broker_config.broker_ip1}] sending transaction message is "
+                              "forbidden")  # fmt: skip
+        # Java drops WAIT from the stored properties, except where it re-encodes the property map later:
+        # delayed messages (the schedule rewrite) and half messages.
+        keep_wait = transactional or _delay_level(props) > 0
+        msg = ctl.store.to_message_ext(Message(topic, request.body or b"", header.flag, props), queue_id,
+                                       born_host=_peer(conn), born_timestamp=header.born_timestamp,
+                                       sys_flag=sys_flag, keep_wait=keep_wait)  # fmt: skip
+        msg.reconsume_times = reconsume_times
+        if transactional:
+            msg = _half_message(msg)
+        result = await ctl.put_message(msg)
+        transaction_id = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return self._handle_put_result(request, result, msg.queue_id if transactional else queue_id,
+                                       transaction_id)  # fmt: skip
+
+    # --- batch ----------------------------------------------------------------------------------------
+    async def send_batch_message(self, conn: RemotingConnection, request: RemotingCommand,
+                                 header: SendMessageRequestHeader) -> RemotingCommand:  # fmt: skip
+        ctl = self.controller
+        checked = self.msg_check(conn, request, header)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        topic_config, queue_id = checked
+        topic = header.topic
+        if is_retry_topic(topic):
+            return self._fail(request, ResponseCode.MESSAGE_ILLEGAL,
+                              f"batch request does not support retry group {topic}")  # fmt: skip
+        try:
+            items = decode_batch_body(request.body or b"", topic)
+        except CorruptRecordError as exc:
+            return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, f"the batch body does not decode: {exc}")
+        if not items:
+            return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
+        sys_flag = header.sys_flag
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MULTI_TAGS_FLAG
+        if sys_flag & TRANSACTION_MASK != TRANSACTION_NOT_TYPE:
+            return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, "batch message does not support transaction")
+        # The batch's own properties (the header's, plus CLUSTER) follow each entry's properties.
+        batch_props = string_to_properties(header.properties or "")
+        batch_props[PROPERTY_CLUSTER] = ctl.broker_config.broker_cluster_name
+        batch_raw = encode_utf8_java(properties_to_string({k: batch_props[k] for k in hashmap_order(batch_props)}))
+        born_host = _peer(conn)
+        store_host = ctl.store_host
+        reconsume_times = header.reconsume_times or 0
+        msgs: list[MessageExt] = []
+        for item, raw in items:
+            if raw and batch_raw and not raw.endswith(b"\x02"):
+                raw += b"\x02"
+            raw += batch_raw
+            msgs.append(MessageExt(
+                topic=topic, body=item.body, flag=item.flag,
+                properties=string_to_properties(raw.decode("utf-8", "replace")),
+                queue_id=queue_id, sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
+                store_host=store_host, reconsume_times=reconsume_times, properties_bytes=raw,
+            ))  # fmt: skip
+        result = await ctl.put_messages(msgs)
+        return self._handle_put_result(request, result, queue_id, None)
+
+    # --- result ---------------------------------------------------------------------------------------
+    def _handle_put_result(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
+                           transaction_id: str | None) -> RemotingCommand:  # fmt: skip
+        """``handlePutMessageResult``."""
+        status = result.status
+        sent_codes = {
+            PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+            PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+            PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+            PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+        }
+        code = sent_codes.get(status)
+        if code is not None:
+            ext = {"queueId": queue_id, **self._response_ext(), "msgId": result.msg_id,
+                   "queueOffset": result.logics_offset}  # fmt: skip
+            if transaction_id:
+                ext["transactionId"] = transaction_id
+            self.controller.stats.on_put(result.msg_num)
+            return make_response_for(request, code, ext_fields=ext)
+        code, remark = self.put_failure(status, result.error)
+        log.warning("put failed: %s (%s)", status.value, result.error)
+        return self._fail(request, code, remark)
+
+    def put_failure(self, status: PutMessageStatus, error: str = "") -> tuple[int, str]:
+        """The response code and Java's remark for a put that did not store the message."""
+        if status is PutMessageStatus.CREATE_MAPEDFILE_FAILED:
+            return ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
+        if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
+            limit = self.controller.store_config.max_message_size
+            detail = f" ({error})" if error else ""
+            return (ResponseCode.MESSAGE_ILLEGAL,
+                    f"the message is illegal, maybe msg body or properties length not matched. msg body length "
+                    f"limit {limit}B, msg properties length limit 32KB.{detail}")  # fmt: skip
+        if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            return (ResponseCode.SERVICE_NOT_AVAILABLE,
+                    "service not available now. It may be caused by one of the following reasons: the broker's "
+                    f"disk is full [{self._disk_util()}], messages are put to the slave, message store has been "
+                    "shut down, etc.")  # fmt: skip
+        if status is PutMessageStatus.OS_PAGECACHE_BUSY:
+            return ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+        if status is PutMessageStatus.UNKNOWN_ERROR:
+            return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"
+        return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
+
+    def _disk_util(self) -> str:
+        try:
+            usage = shutil.disk_usage(self.controller.store_config.root)
+            ratio = 100.0 * usage.used / usage.total if usage.total else 0.0
+        except OSError:
+            ratio = 100.0
+        return f"CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: {ratio:5.2f}"
+
+    # --- send back ------------------------------------------------------------------------------------
+    async def consumer_send_msg_back(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """``consumerSendMsgBack``: a consumed message back into the group's retry topic, or its DLQ."""
+        ctl = self.controller
+        h = request.header
+        offset = h.get_long("offset")
+        group = h.get_str("group")
+        delay_level = h.get_int("delayLevel")
+        unit_mode = h.get_bool("unitMode", False)
+        header_max_times = h.get_int("maxReconsumeTimes", None)
+        sg = ctl.subscription_group_manager.find_subscription_group_config(group)
+        if sg is None:
+            return make_response_for(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                     f"subscription group not exist, {group} {suggest_todo()}")  # fmt: skip
+        if not is_writeable(ctl.broker_config.broker_permission):
+            remark = f"the broker[{ctl.broker_config.broker_ip1}] sending message is forbidden"
+            return make_response_for(request, ResponseCode.NO_PERMISSION, remark)
+        if sg.retry_queue_nums <= 0:
+            return make_response_for(request, ResponseCode.SUCCESS)
+        new_topic = get_retry_topic(group)
+        queue_id = random.randrange(99999999) % sg.retry_queue_nums
+        topic_sys_flag = 2 if unit_mode else 0
+        tcm = ctl.topic_config_manager
+        topic_config = tcm.create_topic_in_send_message_back(new_topic, sg.retry_queue_nums, PERM_WRITE | PERM_READ,
+                                                             topic_sys_flag)  # fmt: skip
+        if not is_writeable(topic_config.perm):
+            return make_response_for(request, ResponseCode.NO_PERMISSION,
+                                     f"the topic[{new_topic}] sending message is forbidden")  # fmt: skip
+        original = ctl.store.look_message_by_offset(offset)
+        if original is None:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+        props = dict(original.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
+        props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        max_times = sg.retry_max_times
+        if request.version >= MQVersion.V3_4_9 and header_max_times is not None:
+            max_times = header_max_times
+        if original.reconsume_times >= max_times or delay_level < 0:
+            new_topic = get_dlq_topic(group)
+            queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
+            tcm.create_topic_in_send_message_back(new_topic, DLQ_NUMS_PER_GROUP, PERM_WRITE | PERM_READ, 0)
+            props[PROPERTY_DELAY_TIME_LEVEL] = "0"
+        else:
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level or 3 + original.reconsume_times)
+        props[PROPERTY_ORIGIN_MESSAGE_ID] = original.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or original.msg_id
+        msg = MessageExt(
+            topic=new_topic, body=original.body, flag=original.flag,
+            properties={k: props[k] for k in hashmap_order(props)}, queue_id=queue_id, sys_flag=original.sys_flag,
+            born_timestamp=original.born_timestamp, born_host=original.born_host, store_host=original.store_host,
+            reconsume_times=original.reconsume_times + 1,
+        )  # fmt: skip
+        result = await ctl.put_message(msg)
+        if result.status is PutMessageStatus.PUT_OK:
+            return make_response_for(request, ResponseCode.SUCCESS)
+        return make_response_for(request, ResponseCode.SYSTEM_ERROR, result.status.value)
+
+
+def _half_message(msg: MessageExt) -> MessageExt:
+    """``TransactionalMessageBridge.parseHalfMessageInner``: park the message in the half topic, queue 0."""
+    props = dict(msg.properties)
+    props[PROPERTY_REAL_TOPIC] = msg.topic
+    props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+    msg.properties = {k: props[k] for k in hashmap_order(props)}
+    msg.properties_bytes = None
+    msg.sys_flag &= ~TRANSACTION_MASK
+    msg.topic = RMQ_SYS_TRANS_HALF_TOPIC
+    msg.queue_id = 0
+    return msg
+
+
+def _topic_config_str(cfg: TopicConfig) -> str:
+    """Java's ``TopicConfig.toString``."""
+    return (f"TopicConfig [topicName={cfg.topic_name}, readQueueNums={cfg.read_queue_nums}, "
+            f"writeQueueNums={cfg.write_queue_nums}, perm={_perm_str(cfg.perm)}, "
+            f"topicFilterType={cfg.topic_filter_type}, topicSysFlag={cfg.topic_sys_flag}, "
+            f"order={'true' if cfg.order else 'false'}]")  # fmt: skip
+
+
+def _perm_str(perm: int) -> str:
+    """``PermName.perm2String``."""
+    return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-") + ("X" if perm & 1 else "-")

@@ -1,0 +1,149 @@
+"""``rocketq broker`` (RocketMQ's ``mqbroker``) and ``rocketq start`` (a name server and a broker in one process).
+
+``rocketq broker -c broker.conf [-n ADDR]`` runs a broker configured by a ``broker.conf`` with RocketMQ's
+property names; ``-n`` overrides ``namesrvAddr``. ``rocketq start [-c broker.conf] [--store DIR]
+[--namesrv-port N] [--broker-port N]`` runs a name server on 127.0.0.1:9876 and a broker on 127.0.0.1:10911
+(and :10909 for old clients) registered with it, the store under ``~/store`` unless told otherwise. Both
+print where they listen once ready and shut down cleanly on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+from rocketq.broker.broker_config import load_broker_config
+from rocketq.broker.broker_controller import BrokerController
+
+DEFAULT_NAMESRV_PORT = 9876
+DEFAULT_BROKER_PORT = 10911
+LOCALHOST = "127.0.0.1"
+
+
+def register_broker(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = groups.add_parser(
+        "broker",
+        help="run a broker",
+        description="Run a RocketMQ-compatible broker configured by a broker.conf (RocketMQ's property names: "
+        "brokerClusterName, brokerName, brokerId, listenPort, namesrvAddr, brokerIP1, storePathRootDir, "
+        "flushDiskType, brokerRole, autoCreateTopicEnable, ...). Runs until Ctrl-C or SIGTERM.",
+        epilog="example:\n  rocketq broker -c conf/broker.conf -n 127.0.0.1:9876",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-c", "--config", metavar="FILE", type=Path, required=True, help="the broker.conf to use")
+    p.add_argument("-n", "--namesrv-addr", metavar="ADDR", default=None,
+                   help="name server address(es), host:port separated by ';' (overrides namesrvAddr)")  # fmt: skip
+    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    p.set_defaults(func=cmd_broker)
+
+
+def register_start(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    s = groups.add_parser(
+        "start",
+        help="run a name server and a broker in one process",
+        description="Run a name server and a broker in one process: the name server on 127.0.0.1:9876, the "
+        "broker on 127.0.0.1:10911 (and 10909 for old clients) with its store under ~/store, registered "
+        "with the name server. Runs until Ctrl-C or SIGTERM.",
+        epilog="example:\n  rocketq start --store /tmp/rq-store --broker-port 10911",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument("-c", "--config", metavar="FILE", type=Path, default=None,
+                   help="a broker.conf for the broker (its namesrvAddr becomes this name server)")  # fmt: skip
+    s.add_argument("--store", metavar="DIR", type=Path, default=None,
+                   help="store directory (storePathRootDir; default: the config's, else ~/store)")  # fmt: skip
+    s.add_argument("--namesrv-port", metavar="N", type=int, default=DEFAULT_NAMESRV_PORT,
+                   help=f"name server port (default {DEFAULT_NAMESRV_PORT})")  # fmt: skip
+    s.add_argument("--broker-port", metavar="N", type=int, default=None,
+                   help=f"broker port, listenPort (default: the config's, else {DEFAULT_BROKER_PORT})")  # fmt: skip
+    s.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    s.set_defaults(func=cmd_start)
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+
+
+async def _wait_for_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
+
+
+def _describe_broker(broker: BrokerController) -> str:
+    c = broker.broker_config
+    vip = f" (and :{broker.vip_port} for old clients)" if broker.fast_remoting_server.started else ""
+    return (f"rocketq broker {c.broker_name} (cluster {c.broker_cluster_name}, id {c.broker_id}) listening on "
+            f"{broker.broker_addr}{vip}, store {broker.store_config.root}")  # fmt: skip
+
+
+async def run_broker(broker: BrokerController) -> None:
+    await broker.start()
+    try:
+        print(_describe_broker(broker), flush=True)
+        names = broker.broker_config.namesrv_addr or "none"
+        print(f"rocketq broker registered with name server(s): {names}", flush=True)
+        await _wait_for_signal()
+    finally:
+        await broker.shutdown()
+        print("rocketq broker stopped", flush=True)
+
+
+def cmd_broker(args: argparse.Namespace) -> int:
+    _setup_logging(args.verbose)
+    overrides: dict[str, Any] = {}
+    if args.namesrv_addr:
+        overrides["namesrv_addr"] = args.namesrv_addr
+    broker_config, store_config = load_broker_config(args.config, **overrides)
+    asyncio.run(run_broker(BrokerController(broker_config, store_config)))
+    return 0
+
+
+async def run_start(args: argparse.Namespace) -> None:
+    from rocketq.namesrv.namesrv_controller import NamesrvController
+
+    overrides: dict[str, Any] = {"namesrv_addr": f"{LOCALHOST}:{args.namesrv_port}"}
+    if args.store is not None:
+        overrides["store_path_root_dir"] = str(args.store.expanduser())
+    if args.broker_port is not None:
+        overrides["listen_port"] = args.broker_port
+    if args.config is None:
+        overrides.setdefault("listen_port", DEFAULT_BROKER_PORT)
+        overrides["broker_ip1"] = LOCALHOST
+    broker_config, store_config = load_broker_config(args.config, **overrides)
+    namesrv = NamesrvController(LOCALHOST, args.namesrv_port)
+    await namesrv.start()
+    try:
+        print(f"rocketq name server listening on {namesrv.address}", flush=True)
+        broker_config.namesrv_addr = namesrv.address
+        broker = BrokerController(broker_config, store_config)
+        await broker.start()
+        try:
+            print(_describe_broker(broker), flush=True)
+            print("rocketq ready (Ctrl-C to stop)", flush=True)
+            await _wait_for_signal()
+        finally:
+            await broker.shutdown()
+            print("rocketq broker stopped", flush=True)
+    finally:
+        await namesrv.stop()
+        print("rocketq name server stopped", flush=True)
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    _setup_logging(args.verbose)
+    asyncio.run(run_start(args))
+    return 0

@@ -1,0 +1,209 @@
+"""The broker process: broker.conf, registration with name servers, persistence across restarts, both listeners,
+and the ``rocketq start`` / ``rocketq broker`` commands (spec §1, §6.15, §7.2, §11.1)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from broker_support import HOST, broker_properties, client_of, heartbeat, run, running_broker, send_v2
+from rocketq.broker.broker_config import BrokerConfigError, broker_config_from_properties, load_broker_config
+from rocketq.broker.broker_controller import BrokerController
+from rocketq.broker.broker_outer_api import BrokerOuterAPI
+from rocketq.common import json_compat
+from rocketq.common.javacompat import crc32_masked
+from rocketq.namesrv.namesrv_controller import NamesrvController
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import create_request
+from rocketq.remoting.transport import RemotingClient
+
+
+def test_broker_conf_sets_broker_and_store(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerClusterName = C1\nbrokerName=b-1\nbrokerId=0\nlistenPort=20911\n"
+                    "namesrvAddr=127.0.0.1:9876;127.0.0.1:9877\nbrokerIP1=127.0.0.1\nbrokerRole=ASYNC_MASTER\n"
+                    "flushDiskType=ASYNC_FLUSH\nautoCreateTopicEnable=false\ndeleteWhen=03\nfileReservedTime=48\n"
+                    f"storePathRootDir={tmp_path / 'store'}\nsomethingUnknown=1\n")  # fmt: skip
+    broker, store = load_broker_config(conf)
+    assert (broker.broker_cluster_name, broker.broker_name, broker.listen_port) == ("C1", "b-1", 20911)
+    assert broker.namesrv_addrs() == ["127.0.0.1:9876", "127.0.0.1:9877"]
+    assert broker.vip_port == 20909 and broker.broker_addr == "127.0.0.1:20911"
+    assert broker.ha_server_addr == "127.0.0.1:20912"
+    assert not broker.auto_create_topic_enable and not store.auto_create_topic_enable
+    assert (store.delete_when, store.file_reserved_time, store.listen_port) == ("03", 48, 20911)
+    assert store.root == tmp_path / "store"
+    overridden, _ = load_broker_config(conf, namesrv_addr="127.0.0.1:1")
+    assert overridden.namesrv_addrs() == ["127.0.0.1:1"]
+    conf.write_text("listenPort=abc\n")
+    with pytest.raises(BrokerConfigError, match="listenPort"):
+        load_broker_config(conf)
+    with pytest.raises(BrokerConfigError, match="no such config file"):
+        load_broker_config(tmp_path / "missing.conf")
+
+
+def test_register_body_matches_the_golden_frame() -> None:
+    broker, _ = load_broker_config(None, broker_name="broker-a", broker_ip1="127.0.0.2", broker_ip2="127.0.0.2")
+    api = BrokerOuterAPI(broker)
+    wrapper = {"dataVersion": {"counter": 0, "timestamp": 1}, "topicConfigTable": {}}
+    request = api.register_broker_request(wrapper)
+    ext = request.ext_fields or {}
+    assert ext["brokerAddr"] == "127.0.0.2:10911" and ext["haServerAddr"] == "127.0.0.2:10912"
+    assert ext["compressed"] == "false" and ext["brokerId"] == "0" and ext["clusterName"] == "DefaultCluster"
+    assert int(ext["bodyCrc32"]) == crc32_masked(request.body or b"")
+    assert request.body == (b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":0,'
+                            b'"timestamp":1},"topicConfigTable":{}}}')  # fmt: skip
+
+
+def test_registers_with_name_server_and_announces_new_topics(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        namesrv = NamesrvController(HOST, 0)
+        await namesrv.start()
+        try:
+            async with running_broker(tmp_path / "s", namesrvAddr=namesrv.address) as broker:
+                for topic in ("TBW102", "SELF_TEST_TOPIC", "BenchmarkTest", "DefaultCluster", "broker-a",
+                              "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX", "DefaultCluster_REPLY_TOPIC",
+                              "RMQ_SYS_TRANS_HALF_TOPIC"):  # fmt: skip
+                    assert namesrv.routes.route_data(topic) is not None, topic
+                route = namesrv.routes.route_data("TBW102")
+                assert route is not None
+                assert json_compat.loads(json_compat.dumps(route))["queueDatas"][0]["perm"] == 7
+                async with client_of(broker) as client:
+                    assert (await client.invoke(send_v2("Fresh", b"x"))).code == ResponseCode.SUCCESS
+                    await client.invoke(heartbeat("c", "RG", {"T": "*"}))
+                for _ in range(200):  # registration after a topic change runs in the background
+                    if namesrv.routes.route_data("Fresh") and namesrv.routes.route_data("%RETRY%RG"):
+                        break
+                    await asyncio.sleep(0.01)
+                assert namesrv.routes.route_data("Fresh") is not None
+                assert namesrv.routes.route_data("%RETRY%RG") is not None
+                async with client_of(broker) as client:  # GET_BROKER_CLUSTER_INFO passes through to the name server
+                    info = await client.invoke(create_request(RequestCode.GET_BROKER_CLUSTER_INFO))
+                assert info.code == ResponseCode.SUCCESS and b"broker-a" in (info.body or b"")
+            # Shutdown unregistered the broker.
+            assert namesrv.routes.route_data("TBW102") is None
+        finally:
+            await namesrv.stop()
+
+    run(scenario())
+
+
+def test_offsets_topics_and_groups_survive_a_restart(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+
+    async def first() -> int:
+        async with running_broker(store) as broker, client_of(broker) as client:
+            await client.invoke(send_v2("Keep", b"x"))
+            update = create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "kg", "topic": "Keep",
+                                                                         "queueId": 0, "commitOffset": 1})  # fmt: skip
+            await client.invoke(update)
+            return broker.port
+
+    async def second() -> None:
+        async with running_broker(store) as broker, client_of(broker) as client:
+            assert broker.topic_config_manager.select_topic_config("Keep") is not None
+            assert broker.subscription_group_manager.table.get("kg") is None  # offsets need no group config
+            query = create_request(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "kg", "topic": "Keep",
+                                                                       "queueId": 0})  # fmt: skip
+            assert (await client.invoke(query)).ext_fields == {"offset": "1"}
+            r = await client.invoke(send_v2("Keep", b"y"))
+            assert (r.ext_fields or {})["queueOffset"] == "1"
+
+    run(first())
+    assert (store / "config" / "consumerOffset.json").is_file() and not (store / "abort").exists()
+    run(second())
+
+
+def test_both_listeners_share_the_processors(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        broker_config, store_config = broker_config_from_properties(broker_properties(tmp_path / "s"))
+        broker = BrokerController(broker_config, store_config)
+        await broker.start()
+        try:
+            assert broker.port != broker.vip_port and broker.fast_remoting_server.started
+            vip = RemotingClient(f"{HOST}:{broker.vip_port}")
+            try:
+                r = await vip.invoke(heartbeat("v", "VG", {"T": "*"}))
+                assert r.code == ResponseCode.SUCCESS
+            finally:
+                await vip.close()
+        finally:
+            await broker.shutdown()
+        await broker.shutdown()  # twice is fine
+
+    run(scenario())
+
+
+def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line:
+            lines.append(line)
+            if needle in line:
+                return lines
+        elif proc.poll() is not None:
+            break
+        else:
+            time.sleep(0.02)
+    raise AssertionError(f"{needle!r} not printed in {timeout} s; output: {lines}; rc={proc.poll()}")
+
+
+def test_rocketq_start_runs_both_and_stops_on_sigterm(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "rocketq.cli.main", "start", "--store", str(tmp_path / "store"),
+           "--namesrv-port", "0", "--broker-port", "0"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = _wait_for_line(proc, "rocketq ready", 30)
+        text = "".join(lines)
+        assert "name server listening on 127.0.0.1:" in text and "listening on 127.0.0.1:" in text
+        broker_line = next(line for line in lines if line.startswith("rocketq broker"))
+        addr = broker_line.split("listening on ")[1].split()[0]
+
+        async def talk() -> None:
+            client = RemotingClient(addr)
+            try:
+                assert (await client.invoke(send_v2("CliTopic", b"x"))).code == ResponseCode.SUCCESS
+            finally:
+                await client.close()
+
+        run(talk())
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert "rocketq broker stopped" in out and "rocketq name server stopped" in out
+        assert (tmp_path / "store" / "commitlog").is_dir() and not (tmp_path / "store" / "abort").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+
+
+def test_rocketq_broker_with_a_conf_file(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("".join(f"{k}={v}\n" for k, v in broker_properties(tmp_path / "store").items()))
+    proc = subprocess.Popen([sys.executable, "-m", "rocketq.cli.main", "broker", "-c", str(conf), "-n", "127.0.0.1:1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        lines = _wait_for_line(proc, "registered with name server", 30)
+        assert any("rocketq broker broker-a (cluster DefaultCluster, id 0) listening on 127.0.0.1:" in x for x in lines)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert "rocketq broker stopped" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    bad = subprocess.run([sys.executable, "-m", "rocketq.cli.main", "broker", "-c", str(tmp_path / "nope.conf")],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert bad.returncode == 1 and "no such config file" in bad.stderr

@@ -1,0 +1,182 @@
+"""SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE and END_TRANSACTION over a real socket (spec §6.1, §6.11)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from broker_support import client_of, decode_records, props, pull_request, run, running_broker, send_v2, settle
+from rocketq.common.codec import encode_batch_body
+from rocketq.common.message import Message
+from rocketq.common.message_id import decode_offset_message_id
+from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
+from rocketq.remoting.command import create_request
+from rocketq.remoting.transport import RemotingClient
+
+
+def test_send_v2_v1_and_rocketmq_header_store_and_answer_like_java(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            r1 = await client.invoke(send_v2("T1", b"one", properties=props(TAGS="TagA", KEYS="k1", WAIT="true")))
+            assert r1.code == ResponseCode.SUCCESS and r1.remark is None
+            ext = r1.ext_fields or {}
+            assert ext["queueId"] == "0" and ext["queueOffset"] == "0"
+            assert ext["MSG_REGION"] == "DefaultRegion" and ext["TRACE_ON"] == "true"
+            (host, port), phys = decode_offset_message_id(ext["msgId"])
+            assert (host, port, phys) == ("127.0.0.1", broker.port, 0)
+            long_form = {"producerGroup": "pg", "topic": "T1", "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+                         "queueId": 0, "sysFlag": 0, "bornTimestamp": 5, "flag": 7,
+                         "properties": props(TAGS="TagB"), "reconsumeTimes": 0, "unitMode": False}  # fmt: skip
+            r2 = await client.invoke(create_request(RequestCode.SEND_MESSAGE, long_form, b"two"))
+            assert r2.code == ResponseCode.SUCCESS and (r2.ext_fields or {})["queueOffset"] == "1"
+            binary = RemotingClient(broker.broker_addr, serialize_type=SerializeType.ROCKETMQ)
+            try:
+                r3 = await binary.invoke(send_v2("T1", b"three", properties=props(TAGS="TagC")))
+            finally:
+                await binary.close()
+            assert r3.code == ResponseCode.SUCCESS and r3.serialize_type == SerializeType.JSON
+            await settle(broker)
+            pulled = await client.invoke(pull_request("g", "T1", 0, 0))
+            msgs = decode_records(pulled.body)
+            assert [m.body for m in msgs] == [b"one", b"two", b"three"]
+            first = msgs[0]
+            # WAIT is not stored, UNIQ_KEY and CLUSTER are added, the store host is the broker's address.
+            assert "WAIT" not in first.properties and first.properties["CLUSTER"] == "DefaultCluster"
+            assert first.uniq_key == ext["transactionId"]
+            assert first.store_host == ("127.0.0.1", broker.port) and first.born_host[0] == "127.0.0.1"
+            assert msgs[1].flag == 7 and msgs[1].born_timestamp == 5
+
+    run(scenario())
+
+
+def test_batch_send_one_queue_consecutive_offsets_and_comma_joined_ids(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            items = [Message("B", f"m{i}".encode(), 0, {"KEYS": f"b{i}", "UNIQ_KEY": f"U{i}"}) for i in range(3)]
+            request = send_v2("B", encode_batch_body(items), queue_id=1, properties=props(WAIT="true"),
+                              code=RequestCode.SEND_BATCH_MESSAGE, m=True)  # fmt: skip
+            r = await client.invoke(request)
+            assert r.code == ResponseCode.SUCCESS
+            ext = r.ext_fields or {}
+            ids = ext["msgId"].split(",")
+            assert len(ids) == 3 and ext["queueId"] == "1" and ext["queueOffset"] == "0"
+            await settle(broker)
+            pulled = decode_records((await client.invoke(pull_request("g", "B", 1, 0))).body)
+            assert [m.queue_offset for m in pulled] == [0, 1, 2]
+            assert [m.msg_id for m in pulled] == ids
+            # Entry properties first, then the batch's own (WAIT from the header, CLUSTER); no UNIQ_KEY added.
+            assert pulled[0].properties == {"KEYS": "b0", "UNIQ_KEY": "U0", "WAIT": "true", "CLUSTER": "DefaultCluster"}
+            # A C++ client sends batches as code 310 with m="1".
+            cpp = send_v2("B", encode_batch_body(items[:2]), queue_id=1, m="1")
+            assert (await client.invoke(cpp)).ext_fields["queueOffset"] == "3"  # type: ignore[index]
+            retry = send_v2("%RETRY%g", encode_batch_body(items), code=RequestCode.SEND_BATCH_MESSAGE, m=True)
+            bad = await client.invoke(retry)
+            assert bad.code == ResponseCode.MESSAGE_ILLEGAL and "retry group" in (bad.remark or "")
+
+    run(scenario())
+
+
+def test_send_errors_carry_java_codes_and_remarks(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", autoCreateTopicEnable="false", maxMessageSize="1024") as broker, \
+                client_of(broker) as client:  # fmt: skip
+            r = await client.invoke(send_v2("NoSuchTopic", b"x"))
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST
+            assert r.remark == ("topic[NoSuchTopic] not exist, apply first please!\n"
+                                "See http://rocketmq.apache.org/docs/faq/ for further details.")  # fmt: skip
+            assert (r.ext_fields or {}).get("MSG_REGION") == "DefaultRegion"
+            r = await client.invoke(send_v2("SCHEDULE_TOPIC_XXXX", b"x"))
+            assert r.code == ResponseCode.NO_PERMISSION
+            assert r.remark == "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden."
+            r = await client.invoke(send_v2("bad topic!", b"x"))
+            assert r.code == ResponseCode.INVALID_PARAMETER and "illegal characters" in (r.remark or "")
+            r = await client.invoke(send_v2("T" * 128, b"x"))
+            assert r.code == ResponseCode.INVALID_PARAMETER and "longer than topic max length" in (r.remark or "")
+            r = await client.invoke(send_v2("SELF_TEST_TOPIC", b"x"))
+            assert r.code == ResponseCode.NO_PERMISSION
+            r = await client.invoke(send_v2("BenchmarkTest", b"x", queue_id=5000))
+            assert r.code == ResponseCode.INVALID_PARAMETER and "queueId[5000] is illegal" in (r.remark or "")
+            r = await client.invoke(send_v2("BenchmarkTest", b"x" * 2000))
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL and "msg body length limit 1024B" in (r.remark or "")
+            missing = create_request(RequestCode.SEND_MESSAGE_V2, {"a": "pg"}, b"x")
+            r = await client.invoke(missing)
+            assert r.code == ResponseCode.SYSTEM_ERROR and "the custom field <b> is null" in (r.remark or "")
+            r = await client.invoke(send_v2("BenchmarkTest", b"ok", queue_id=-1))  # negative: a random queue
+            assert r.code == ResponseCode.SUCCESS and 0 <= int((r.ext_fields or {})["queueId"]) < 1024
+
+    run(scenario())
+
+
+def test_auto_create_from_tbw102_takes_min_of_client_and_template_queues(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", defaultTopicQueueNums="3") as broker, client_of(broker) as client:
+            assert (await client.invoke(send_v2("Auto", b"x"))).code == ResponseCode.SUCCESS
+            cfg = broker.topic_config_manager.select_topic_config("Auto")
+            assert cfg is not None and (cfg.read_queue_nums, cfg.write_queue_nums, cfg.perm) == (3, 3, 6)
+            tbw = broker.topic_config_manager.select_topic_config("TBW102")
+            assert tbw is not None and tbw.perm == 7
+            # No template with INHERIT: not created.
+            r = await client.invoke(send_v2("Other", b"x", c="SELF_TEST_TOPIC"))
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST
+
+    run(scenario())
+
+
+def test_transaction_half_commit_and_rollback(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            tx_props = props(KEYS="tx", TRAN_MSG="true", PGROUP="txg", WAIT="true", TAGS="T")
+            results = []
+            for body in (b"commit-me", b"roll-me-back"):
+                r = await client.invoke(send_v2("Tx", body, queue_id=1, properties=tx_props, f=4, a="txg"))
+                assert r.code == ResponseCode.SUCCESS
+                results.append(r.ext_fields or {})
+            # The half messages sit in RMQ_SYS_TRANS_HALF_TOPIC queue 0; nothing is visible in Tx yet.
+            assert [int(e["queueOffset"]) for e in results] == [0, 1] and results[0]["queueId"] == "0"
+            held = await client.invoke(pull_request("g", "Tx", 1, 0, suspend_ms=200))
+            assert held.code == ResponseCode.PULL_NOT_FOUND
+            for ext, action in zip(results, (8, 12), strict=True):
+                end = create_request(RequestCode.END_TRANSACTION, {
+                    "producerGroup": "txg", "tranStateTableOffset": ext["queueOffset"],
+                    "commitLogOffset": decode_offset_message_id(ext["msgId"])[1], "commitOrRollback": action,
+                    "fromTransactionCheck": False, "msgId": ext["transactionId"]})  # fmt: skip
+                assert (await client.invoke(end)).code == ResponseCode.SUCCESS
+            pulled = decode_records((await client.invoke(pull_request("g", "Tx", 1, 0, suspend_ms=3000))).body)
+            assert [m.body for m in pulled] == [b"commit-me"]
+            committed = pulled[0]
+            assert committed.sys_flag & 0xC == 8
+            assert committed.prepared_transaction_offset == decode_offset_message_id(results[0]["msgId"])[1]
+            await settle(broker)
+            ops = decode_records((await client.invoke(pull_request("g", "RMQ_SYS_TRANS_OP_HALF_TOPIC", 0, 0))).body)
+            assert [(m.tags, m.body) for m in ops] == [("d", b"0"), ("d", b"1")]
+            wrong = create_request(RequestCode.END_TRANSACTION, {
+                "producerGroup": "other", "tranStateTableOffset": 0,
+                "commitLogOffset": decode_offset_message_id(results[0]["msgId"])[1], "commitOrRollback": 8,
+                "msgId": "x"})  # fmt: skip
+            r = await client.invoke(wrong)
+            assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == "The producer group wrong"
+
+    run(scenario())
+
+
+def test_oneway_send_is_stored_without_answer(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            await client.invoke_oneway(send_v2("OW", b"fire-and-forget"))
+            for _ in range(50):
+                r = await client.invoke(pull_request("g", "OW", 0, 0, sys_flag=4))
+                if r.code == ResponseCode.SUCCESS:
+                    break
+            assert [m.body for m in decode_records(r.body)] == [b"fire-and-forget"]
+
+    run(scenario())
+
+
+def test_full_send_queue_answers_system_busy(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", sendThreadPoolQueueCapacity="0") as broker, \
+                client_of(broker) as client:  # fmt: skip
+            r = await client.invoke(send_v2("Busy", b"x"))
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_BUSY,
+                                          "[OVERLOAD]system busy, start flow control for a while")  # fmt: skip
+
+    run(scenario())
