@@ -1,0 +1,105 @@
+"""What every producer and consumer is configured with: Java's ``ClientConfig``.
+
+Also the two things derived from it that identify a client to the servers:
+
+- the name-server list: the ``namesrv_addr`` argument, else the ``NAMESRV_ADDR`` environment variable,
+  else ``rocketmq.namesrv.addr`` (an environment entry of that name; Java reads a system property),
+  addresses separated by ``;``;
+- the client id ``ip@instanceName[@unitName]`` (``buildMQClientId``) that brokers list as group members
+  and that orders the members for queue allocation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import socket
+from dataclasses import dataclass
+
+from rocketq.client.errors import ClientError
+from rocketq.remoting.codes import LanguageCode, MQVersion
+
+__all__ = ["DEFAULT_INSTANCE_NAME", "ClientConfig", "local_ip", "resolve_namesrv_addrs"]
+
+DEFAULT_INSTANCE_NAME = "DEFAULT"
+NAMESRV_ENV = "NAMESRV_ADDR"
+NAMESRV_PROPERTY = "rocketmq.namesrv.addr"
+
+
+def resolve_namesrv_addrs(addr: str | None = None) -> list[str]:
+    """The name servers to use: ``addr``, else ``$NAMESRV_ADDR``, else ``rocketmq.namesrv.addr`` (``;``-separated)."""
+    for value in (addr, os.environ.get(NAMESRV_ENV), os.environ.get(NAMESRV_PROPERTY)):
+        if value and value.strip():
+            addrs = [a.strip() for a in value.replace(",", ";").split(";") if a.strip()]
+            if addrs:
+                return addrs
+    raise ClientError(
+        "no name server address: pass namesrv_addr (e.g. '127.0.0.1:9876') or set NAMESRV_ADDR"
+    )
+
+
+@functools.cache
+def local_ip() -> str:
+    """This host's IPv4 address as Java's ``RemotingUtil.getLocalAddress`` would pick it: a non-loopback
+    address when there is one, else ``127.0.0.1``. Nothing is sent on the network to find it."""
+    candidates: list[str] = []
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET-1: picks the source address of the default route, sends nothing
+            candidates.append(s.getsockname()[0])
+    except OSError:
+        pass
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+            candidates.append(str(info[4][0]))
+    except OSError:
+        pass
+    for ip in candidates:
+        if not ip.startswith("127.") and ip != "0.0.0.0":
+            return ip
+    return "127.0.0.1"
+
+
+@dataclass(slots=True)
+class ClientConfig:
+    """Settings shared by producers and consumers; times in seconds.
+
+    ``rebalance_interval`` is Java's ``rocketmq.client.rebalance.waitInterval`` (20 s); the other names
+    follow ``ClientConfig``. ``language`` and ``version`` are what the request headers say: by default
+    those of the Java 4.9.4 client whose frames the protocol captures hold.
+    """
+
+    namesrv_addr: str | None = None
+    instance_name: str = DEFAULT_INSTANCE_NAME
+    client_ip: str | None = None
+    unit_name: str | None = None
+    poll_name_server_interval: float = 30.0
+    heartbeat_broker_interval: float = 30.0
+    persist_consumer_offset_interval: float = 5.0
+    rebalance_interval: float = 20.0
+    pull_time_delay_when_exception: float = 1.0
+    api_timeout: float = 3.0
+    language: LanguageCode = LanguageCode.JAVA
+    version: int = int(MQVersion.V4_9_4)
+
+    def namesrv_addrs(self) -> list[str]:
+        return resolve_namesrv_addrs(self.namesrv_addr)
+
+    def ip(self) -> str:
+        return self.client_ip or local_ip()
+
+    def resolved_instance_name(self) -> str:
+        """``DEFAULT`` becomes the process id, so that one process shares one client instance."""
+        if self.instance_name == DEFAULT_INSTANCE_NAME:
+            return str(os.getpid())
+        return self.instance_name
+
+    def build_client_id(self) -> str:
+        cid = f"{self.ip()}@{self.resolved_instance_name()}"
+        if self.unit_name:
+            cid += f"@{self.unit_name}"
+        return cid
+
+    def copy(self, **changes: object) -> ClientConfig:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

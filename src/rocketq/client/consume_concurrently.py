@@ -1,0 +1,188 @@
+"""Concurrent consumption: Java's ``ConsumeMessageConcurrentlyService``.
+
+Pulled messages are cut into batches of ``consume_message_batch_max_size`` and handed to a pool of
+``consume_thread_nums`` workers (asyncio tasks; a plain-function listener runs on a thread pool of the
+same size), in no particular order across or within queues.
+
+After a batch:
+
+- success: the messages leave their ``ProcessQueue`` and the queue's offset becomes the lowest offset
+  still in it (a slow message holds the committed offset back; nothing is ever skipped);
+- failure (RECONSUME_LATER or an exception), clustering: each message goes back to the broker
+  (CONSUMER_SEND_MSG_BACK) to come again on ``%RETRY%<group>`` after a growing delay (level
+  ``3 + reconsumeTimes`` unless the context asks otherwise), and to ``%DLQ%<group>`` once it failed
+  ``max_reconsume_times`` (16) times; a message the broker would not take back is retried here 5 s later;
+- failure, broadcasting: the messages are dropped (logged).
+
+A message taken from the retry topic is handed over with its original topic (``RETRY_TOPIC``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rocketq.client.heartbeat import MessageModel
+from rocketq.client.listener import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    MessageListener,
+    call_listener,
+    is_async_listener,
+)
+from rocketq.client.message_queue import MessageQueue
+from rocketq.client.process_queue import ProcessQueue
+from rocketq.common.message import PROPERTY_RETRY_TOPIC, MessageExt
+
+if TYPE_CHECKING:
+    from rocketq.client.push_consumer import PushConsumer
+
+__all__ = ["ConsumeMessageConcurrentlyService", "reset_retry_topic"]
+
+log = logging.getLogger(__name__)
+
+SEND_BACK_FAILED_RETRY_DELAY = 5.0
+
+
+def reset_retry_topic(msgs: list[MessageExt], retry_topic: str) -> None:
+    """``resetRetryAndNamespace``: a message of the group's retry topic gets its original topic back."""
+    for msg in msgs:
+        if msg.topic == retry_topic:
+            original = msg.properties.get(PROPERTY_RETRY_TOPIC)
+            if original:
+                msg.topic = original
+
+
+@dataclass(slots=True)
+class ConsumeRequest:
+    msgs: list[MessageExt]
+    pq: ProcessQueue
+    mq: MessageQueue
+
+
+class ConsumeMessageConcurrentlyService:
+    def __init__(self, consumer: PushConsumer, listener: MessageListener) -> None:
+        self.consumer = consumer
+        self.listener = listener
+        self.is_async = is_async_listener(listener)
+        self.batch_size = max(1, consumer.consume_message_batch_max_size)
+        self.workers = max(1, consumer.consume_thread_nums)
+        self._queue: asyncio.Queue[ConsumeRequest] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._later: set[asyncio.Task[None]] = set()
+        self._executor: ThreadPoolExecutor | None = None
+        self._busy = 0
+
+    def start(self) -> None:
+        if not self.is_async:
+            self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix=f"consume-{self.consumer.group}")
+        self._tasks = [asyncio.ensure_future(self._worker()) for _ in range(self.workers)]
+
+    async def shutdown(self, await_termination: float) -> None:
+        """Stop taking work; wait up to ``await_termination`` seconds for the batches in hand and queued."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, await_termination)
+        while (self._busy or not self._queue.empty()) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        for task in [*self._tasks, *self._later]:
+            task.cancel()
+        for task in [*self._tasks, *self._later]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue,
+                               dispatch_to_consume: bool) -> None:  # fmt: skip
+        size = self.batch_size
+        if len(msgs) <= size:
+            self._queue.put_nowait(ConsumeRequest(msgs, pq, mq))
+            return
+        for i in range(0, len(msgs), size):
+            self._queue.put_nowait(ConsumeRequest(msgs[i : i + size], pq, mq))
+
+    def _submit_later(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        async def later() -> None:
+            await asyncio.sleep(SEND_BACK_FAILED_RETRY_DELAY)
+            self.submit_consume_request(msgs, pq, mq, True)
+
+        task = asyncio.ensure_future(later())
+        self._later.add(task)
+        task.add_done_callback(self._later.discard)
+
+    async def _worker(self) -> None:
+        while True:
+            request = await self._queue.get()
+            self._busy += 1
+            try:
+                await self._consume(request)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: consuming a batch of %s failed", self.consumer.group, request.mq)
+            finally:
+                self._busy -= 1
+
+    async def _consume(self, request: ConsumeRequest) -> None:
+        if request.pq.dropped:
+            return
+        consumer = self.consumer
+        reset_retry_topic(request.msgs, consumer.retry_topic)
+        context = ConsumeConcurrentlyContext(request.mq)
+        try:
+            result = await call_listener(self.listener, self.is_async, request.msgs, context, self._executor)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("%s: listener failed on %d message(s) of %s", consumer.group, len(request.msgs),
+                        request.mq, exc_info=True)  # fmt: skip
+            result = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        if result is None or result is True:
+            status = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        elif result is False:
+            status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        else:
+            status = ConsumeConcurrentlyStatus(result)
+        if request.pq.dropped:
+            log.info("%s: %s was dropped while its batch was consumed: result not applied", consumer.group,
+                     request.mq)  # fmt: skip
+            return
+        await self._process_result(status, context, request)
+
+    async def _process_result(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
+                              request: ConsumeRequest) -> None:  # fmt: skip
+        consumer = self.consumer
+        msgs = request.msgs
+        if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            ack_index = min(context.ack_index, len(msgs) - 1)
+            consumer.stats["consumed_ok"] += ack_index + 1
+            consumer.stats["consumed_failed"] += len(msgs) - ack_index - 1
+        else:
+            ack_index = -1
+            consumer.stats["consumed_failed"] += len(msgs)
+        failed = msgs[ack_index + 1 :]
+        keep = msgs
+        if failed:
+            if consumer.message_model is MessageModel.BROADCASTING:
+                for msg in failed:
+                    log.warning("%s: broadcasting consumption failed, dropping %s", consumer.group, msg.msg_id)
+            else:
+                back_failed = []
+                for msg in failed:
+                    if not await consumer.send_message_back(msg, context.delay_level_when_next_consume,
+                                                            request.mq.broker_name):  # fmt: skip
+                        msg.reconsume_times += 1
+                        back_failed.append(msg)
+                if back_failed:
+                    ids = {id(m) for m in back_failed}
+                    keep = [m for m in msgs if id(m) not in ids]
+                    self._submit_later(back_failed, request.pq, request.mq)
+        offset = request.pq.remove_message(keep)
+        if offset >= 0 and not request.pq.dropped:
+            consumer.offset_store.update_offset(request.mq, offset, True)

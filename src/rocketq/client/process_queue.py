@@ -1,0 +1,164 @@
+"""The messages of one queue between pull and consumption: Java's ``ProcessQueue``.
+
+Pulled messages wait here by queue offset until they are consumed. What it answers:
+
+- the offset a consumer may commit: the lowest offset still in the queue (a message still being worked
+  on), or where the pulls go on from when nothing is left (``remove_message``);
+- flow control: how many messages and bytes are cached, and the span between lowest and highest offset;
+- for orderly consumption, the messages taken for consumption in offset order (``take_messages``), given
+  back for a retry (``make_message_to_consume_again``) or committed (``commit``), and whether the broker
+  lock on the queue is held and fresh (locks older than 30 s count as lost);
+- ``dropped``: the queue was taken away by a rebalance; nothing of it is committed any more.
+
+Offsets are kept sorted in a list beside a dict: pulls append in increasing order, and the few
+out-of-order inserts (retries given back) go through ``bisect``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections.abc import Iterable
+
+from rocketq.common.message import MessageExt
+
+__all__ = ["ProcessQueue"]
+
+REBALANCE_LOCK_MAX_LIVE_TIME = 30.0
+PULL_MAX_IDLE_TIME = 120.0
+
+
+class ProcessQueue:
+    def __init__(self) -> None:
+        self._msgs: dict[int, MessageExt] = {}
+        self._offsets: list[int] = []  # sorted keys of _msgs
+        self._consuming: dict[int, MessageExt] = {}  # orderly: taken, not yet committed
+        self.msg_count = 0
+        self.msg_size = 0
+        self.queue_offset_max = 0
+        self.next_pull_offset = -1  # where the pull loop goes on from (messages before it are here or done)
+        self.dropped = False
+        self.locked = False
+        self.last_lock_timestamp = time.monotonic()
+        self.last_pull_timestamp = time.monotonic()
+        self.last_consume_timestamp = time.monotonic()
+        self.consuming = False  # orderly: a consume task owns this queue
+        self.try_unlock_times = 0
+        self.msg_acc_cnt = 0
+        self.consume_lock = asyncio.Lock()  # orderly: held while a batch of this queue is being consumed
+
+    def __repr__(self) -> str:
+        return (f"<ProcessQueue count={self.msg_count} span={self.max_span} locked={self.locked} "
+                f"dropped={self.dropped}>")  # fmt: skip
+
+    # -- pull side --------------------------------------------------------------------------------
+
+    def put_message(self, msgs: Iterable[MessageExt]) -> bool:
+        """Add pulled messages; True when an orderly consumer should be started on this queue."""
+        added = 0
+        for msg in msgs:
+            off = msg.queue_offset
+            if off in self._msgs:
+                continue
+            self._msgs[off] = msg
+            if not self._offsets or off > self._offsets[-1]:
+                self._offsets.append(off)
+            else:
+                bisect.insort(self._offsets, off)
+            added += 1
+            self.msg_size += len(msg.body or b"")
+            if off > self.queue_offset_max:
+                self.queue_offset_max = off
+        self.msg_count += added
+        if self._msgs and not self.consuming:
+            self.consuming = True
+            return True
+        return False
+
+    @property
+    def max_span(self) -> int:
+        return self._offsets[-1] - self._offsets[0] if self._offsets else 0
+
+    def has_temp_message(self) -> bool:
+        return bool(self._msgs)
+
+    def is_lock_expired(self) -> bool:
+        return time.monotonic() - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME
+
+    def is_pull_expired(self) -> bool:
+        return time.monotonic() - self.last_pull_timestamp > PULL_MAX_IDLE_TIME
+
+    def _discard(self, off: int) -> MessageExt | None:
+        msg = self._msgs.pop(off, None)
+        if msg is not None:
+            i = bisect.bisect_left(self._offsets, off)
+            if i < len(self._offsets) and self._offsets[i] == off:
+                del self._offsets[i]
+        return msg
+
+    # -- concurrent consumption -------------------------------------------------------------------
+
+    def remove_message(self, msgs: Iterable[MessageExt]) -> int:
+        """Forget consumed messages; the offset to commit (−1 when the queue was already empty)."""
+        if not self._msgs:
+            return -1
+        result = self.queue_offset_max + 1
+        removed = 0
+        for msg in msgs:
+            gone = self._discard(msg.queue_offset)
+            if gone is not None:
+                removed += 1
+                self.msg_size -= len(gone.body or b"")
+        self.msg_count -= removed
+        self.last_consume_timestamp = time.monotonic()
+        if self._offsets:
+            result = self._offsets[0]
+        elif self.next_pull_offset > result:
+            result = self.next_pull_offset  # what the pull skipped past was filtered out by tag
+        return result
+
+    # -- orderly consumption ----------------------------------------------------------------------
+
+    def take_messages(self, batch_size: int) -> list[MessageExt]:
+        """Up to ``batch_size`` messages in offset order, moved to the consuming set; empty (and the
+        queue marked not consuming) when there is none."""
+        taken: list[MessageExt] = []
+        self.last_consume_timestamp = time.monotonic()
+        while self._offsets and len(taken) < batch_size:
+            off = self._offsets.pop(0)
+            msg = self._msgs.pop(off)
+            self._consuming[off] = msg
+            taken.append(msg)
+        if not taken:
+            self.consuming = False
+        return taken
+
+    def commit(self) -> int:
+        """The taken messages are consumed: the offset after the highest of them (−1 if none)."""
+        if not self._consuming:
+            return -1
+        offset = max(self._consuming)
+        self.msg_count -= len(self._consuming)
+        for msg in self._consuming.values():
+            self.msg_size -= len(msg.body or b"")
+        self._consuming.clear()
+        return offset + 1
+
+    def make_message_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
+        for msg in msgs:
+            self._consuming.pop(msg.queue_offset, None)
+            if msg.queue_offset not in self._msgs:
+                self._msgs[msg.queue_offset] = msg
+                bisect.insort(self._offsets, msg.queue_offset)
+
+    def rollback(self) -> None:
+        self.make_message_to_consume_again(list(self._consuming.values()))
+
+    def clear(self) -> None:
+        self._msgs.clear()
+        self._offsets.clear()
+        self._consuming.clear()
+        self.msg_count = 0
+        self.msg_size = 0
+        self.queue_offset_max = 0

@@ -1,0 +1,120 @@
+"""The end-to-end scenarios of ``test_client_e2e.py`` against the real Apache RocketMQ 4.9.4 (opt-in).
+
+Runs only where ``RMQ_HOME`` points at an unpacked 4.9.4 binary release (see
+``shared/reference/README.md``): a name server and a broker are started with ``rmq-reference.sh`` on free
+127.0.0.1 ports in a temporary work directory, and stopped afterwards. CI has no RocketMQ: these tests
+are skipped there.
+
+One difference is RocketMQ's, not the client's: a 4.9.4 broker answers QUERY_CONSUMER_OFFSET with 0 for
+a group that never committed on a queue whose messages are all in memory (it ignores the 5.x
+``setZeroIfNotFound`` field), so a new group on a young topic starts at 0 whatever its
+``ConsumeFromWhere``; the timestamp scenario only checks that the new messages arrive.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import test_client_e2e as e2e
+from conftest import GOLDEN
+
+pytestmark = pytest.mark.reference
+
+RMQ_HOME = os.environ.get("RMQ_HOME")
+SCRIPT = Path(os.environ.get("ROCKETQ_REFERENCE", GOLDEN.parent / "reference")) / "rmq-reference.sh"
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _ports() -> tuple[int, int]:
+    """A name-server port and a broker port whose VIP (−2) and HA (+1) ports are free too."""
+    import random
+
+    for _ in range(200):
+        ns, broker = random.randrange(21000, 29000), random.randrange(31000, 39000)
+        if all(_free(p) for p in (ns, broker, broker - 2, broker + 1)):
+            return ns, broker
+    raise RuntimeError("no free ports for the reference RocketMQ")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[e2e.Cluster]:
+    if not RMQ_HOME:
+        pytest.skip("RMQ_HOME is not set: the reference RocketMQ 4.9.4 is not available")
+    work = tmp_path_factory.mktemp("rmq-reference")
+    ns_port, broker_port = _ports()
+    env = dict(os.environ, RMQ_HOME=RMQ_HOME, RMQ_WORK=str(work), RMQ_NAMESRV_PORT=str(ns_port),
+               NAMESRV_ADDR=f"127.0.0.1:{ns_port}")  # fmt: skip
+
+    def script(*args: str) -> None:
+        subprocess.run(["bash", str(SCRIPT), *args], env=env, check=True, timeout=180, capture_output=True)
+
+    try:
+        script("start-namesrv")
+        conf = work / "broker.conf"
+        script("write-broker-conf", str(conf), str(work / "store"), f"listenPort={broker_port}")
+        script("start-broker", str(conf))
+        yield e2e.Cluster(f"127.0.0.1:{ns_port}", "rocketmq-4.9.4")
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "stop", "all"], env=env, check=False, timeout=180, capture_output=True)
+
+
+def test_send_every_way_and_pull(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_send_every_way_and_pull(cluster))
+
+
+def test_tag_filtered_push_consumer(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_tag_filtered_push(cluster))
+
+
+def test_orderly_consumption_keeps_queue_order_across_a_restart(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_orderly_across_restart(cluster))
+
+
+def test_orderly_queues_pass_between_members_in_order(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_orderly_member_joins(cluster))
+
+
+def test_clustering_members_join_and_leave_while_producing(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_clustering_join_and_leave(cluster))
+
+
+def test_broadcasting_gives_every_member_every_message(cluster: e2e.Cluster, tmp_path: Path) -> None:
+    e2e.run(e2e.scenario_broadcasting(cluster, tmp_path))
+
+
+def test_retry_then_dead_letter_queue(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_retry_and_dlq(cluster))
+
+
+def test_consume_from_timestamp(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_consume_from_timestamp(cluster, exact=False))
+
+
+def test_lite_pull_consumer(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_lite_pull(cluster))
+
+
+def test_flow_control_by_cached_count(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_flow_control(cluster))
+
+
+def test_cli_produce_and_consume(cluster: e2e.Cluster) -> None:
+    e2e.test_cli_produce_and_consume(cluster)
+
+
+def test_blocking_api(cluster: e2e.Cluster) -> None:
+    e2e.test_blocking_api(cluster)

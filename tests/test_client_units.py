@@ -1,0 +1,212 @@
+"""The client's parts that need no server: process queue offsets, offset stores, queue selectors, the fault
+strategy, configuration, message building and validation."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from rocketq.client import InvalidMessageError, MessageQueue, new_message
+from rocketq.client.client_config import ClientConfig, resolve_namesrv_addrs
+from rocketq.client.errors import BrokerBusyError, BrokerError, ClientError, NoRouteError, broker_error
+from rocketq.client.fault_strategy import MQFaultStrategy
+from rocketq.client.offset_store import LocalFileOffsetStore, ReadOffsetType
+from rocketq.client.process_queue import ProcessQueue
+from rocketq.client.producer import Producer, check_topic
+from rocketq.client.push_consumer import parse_consume_timestamp
+from rocketq.client.queue_selector import SelectMessageQueueByHash, java_hash_code
+from rocketq.client.route import TopicPublishInfo
+from rocketq.common.message import MessageExt
+from rocketq.remoting.codes import ResponseCode
+
+
+def msg(offset: int, body: bytes = b"x") -> MessageExt:
+    return MessageExt(topic="T", body=body, queue_offset=offset)
+
+
+# -- process queue ------------------------------------------------------------------------------------
+
+
+def test_commit_offset_is_the_lowest_message_still_in_hand() -> None:
+    pq = ProcessQueue()
+    pq.put_message([msg(i) for i in range(10, 15)])
+    assert (pq.msg_count, pq.msg_size, pq.max_span) == (5, 5, 4)
+    assert pq.remove_message([msg(12)]) == 10  # 10 and 11 still being consumed
+    assert pq.remove_message([msg(10), msg(11)]) == 13
+    assert pq.remove_message([msg(13), msg(14)]) == 15  # empty: one past the highest
+    assert pq.remove_message([msg(15)]) == -1  # nothing was there
+    pq.put_message([msg(15)])
+    pq.next_pull_offset = 40  # the pull moved past messages filtered out by tag
+    assert pq.remove_message([msg(15)]) == 40
+
+
+def test_orderly_take_commit_and_retry() -> None:
+    pq = ProcessQueue()
+    assert pq.put_message([msg(i) for i in range(5)])  # first put: start a consume task
+    assert not pq.put_message([msg(5)])  # already consuming
+    batch = pq.take_messages(3)
+    assert [m.queue_offset for m in batch] == [0, 1, 2]
+    pq.make_message_to_consume_again(batch[1:])  # 1 and 2 come again, before 3
+    assert [m.queue_offset for m in pq.take_messages(10)] == [1, 2, 3, 4, 5]
+    assert pq.commit() == 6 and pq.msg_count == 0
+    assert pq.take_messages(1) == [] and not pq.consuming
+
+
+def test_duplicate_pulls_are_ignored() -> None:
+    pq = ProcessQueue()
+    pq.put_message([msg(1), msg(2)])
+    pq.put_message([msg(2), msg(3)])
+    assert pq.msg_count == 3
+
+
+# -- offset stores ------------------------------------------------------------------------------------
+
+
+def test_local_offset_file_round_trip_and_backup(tmp_path: Path) -> None:
+    async def go() -> None:
+        store = LocalFileOffsetStore("10.0.0.1@7", "G", tmp_path)
+        a, b = MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1)
+        store.update_offset(a, 5, False)
+        store.update_offset(a, 3, True)  # increase-only: ignored
+        store.update_offset(b, 9, False)
+        await store.persist_all([a, b])
+        path = tmp_path / "10.0.0.1@7" / "G" / "offsets.json"
+        text = path.read_text()
+        assert text.startswith('{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:5')
+        store.update_offset(a, 6, False)
+        await store.persist_all([a, b])
+        assert path.with_name("offsets.json.bak").exists()
+        again = LocalFileOffsetStore("10.0.0.1@7", "G", tmp_path)
+        await again.load()
+        assert await again.read_offset(a, ReadOffsetType.READ_FROM_MEMORY) == 6
+        path.write_text("{not json")  # damaged: the backup is read
+        assert await again.read_offset(a, ReadOffsetType.READ_FROM_STORE) == 5
+        assert await again.read_offset(MessageQueue("T", "broker-a", 7), ReadOffsetType.READ_FROM_STORE) == -1
+
+    asyncio.run(go())
+
+
+def test_local_offset_file_written_by_java_is_read(tmp_path: Path) -> None:
+    # LocalFileOffsetStore of the Java client writes pretty JSON with MessageQueue objects as keys.
+    java = ('{\n\t"offsetTable":{{\n\t\t\t"brokerName":"broker-a",\n\t\t\t"queueId":3,\n'
+            '\t\t\t"topic":"TopicTest"\n\t\t}:42,{\n\t\t\t"brokerName":"broker-a",\n\t\t\t"queueId":0,\n'
+            '\t\t\t"topic":"TopicTest"\n\t\t}:7\n\t}\n}')  # fmt: skip
+    target = tmp_path / "cid" / "G" / "offsets.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(java)
+    store = LocalFileOffsetStore("cid", "G", tmp_path)
+    asyncio.run(store.load())
+    assert store.clone_offset_table() == {MessageQueue("TopicTest", "broker-a", 3): 42,
+                                          MessageQueue("TopicTest", "broker-a", 0): 7}  # fmt: skip
+
+
+# -- selectors and faults -----------------------------------------------------------------------------
+
+
+def test_hash_selector_uses_java_hash_codes() -> None:
+    assert java_hash_code("order-1") == -1207111310
+    assert java_hash_code("TagA") == 2598919
+    assert java_hash_code(7) == 7 and java_hash_code(2**40) == 256
+    mqs = [MessageQueue("T", "b", i) for i in range(4)]
+    select = SelectMessageQueueByHash()
+    assert select(mqs, new_message("T", b"x"), "TagA") == mqs[2598919 % 4]
+    assert all(select(mqs, new_message("T", b"x"), "k") == select(mqs, new_message("T", b"y"), "k") for _ in range(3))
+
+
+def test_fault_strategy_avoids_a_failed_broker_for_a_while() -> None:
+    info = TopicPublishInfo([MessageQueue("T", b, i) for b in ("a", "b") for i in range(2)])
+    strategy = MQFaultStrategy(isolation_seconds=30)
+    strategy.update_fault_item("a", 0.1, True)
+    assert {strategy.select_one_message_queue(info, None).broker_name for _ in range(8)} == {"b"}
+    strategy.update_fault_item("a", 0.01, False)  # fast again: usable
+    assert {strategy.select_one_message_queue(info, None).broker_name for _ in range(8)} == {"a", "b"}
+    strategy.update_fault_item("b", 1.2, False)  # slow: avoided 60 s
+    assert {strategy.select_one_message_queue(info, None).broker_name for _ in range(8)} == {"a"}
+
+
+# -- configuration and messages -----------------------------------------------------------------------
+
+
+def test_name_server_address_comes_from_argument_then_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NAMESRV_ADDR", raising=False)
+    monkeypatch.delenv("rocketmq.namesrv.addr", raising=False)
+    with pytest.raises(ClientError, match="no name server address"):
+        resolve_namesrv_addrs(None)
+    monkeypatch.setenv("rocketmq.namesrv.addr", "10.0.0.3:9876")
+    assert resolve_namesrv_addrs(None) == ["10.0.0.3:9876"]
+    monkeypatch.setenv("NAMESRV_ADDR", "10.0.0.1:9876;10.0.0.2:9876")
+    assert resolve_namesrv_addrs(None) == ["10.0.0.1:9876", "10.0.0.2:9876"]
+    assert resolve_namesrv_addrs("127.0.0.1:1") == ["127.0.0.1:1"]
+
+
+def test_client_id() -> None:
+    config = ClientConfig(client_ip="10.1.2.3", instance_name="app", unit_name="u1")
+    assert config.build_client_id() == "10.1.2.3@app@u1"
+    assert ClientConfig(client_ip="10.1.2.3").build_client_id().startswith("10.1.2.3@")
+
+
+def test_new_message_properties() -> None:
+    m = new_message("T", "héllo", tags="TagA", keys=["a", "b"], properties={"k": "v"}, delay_level=3)
+    assert m.body == "héllo".encode()
+    assert m.properties == {"TAGS": "TagA", "KEYS": "a b", "WAIT": "true", "k": "v", "DELAY": "3"}
+    with pytest.raises(InvalidMessageError):
+        new_message("T", b"x", properties={"k": 1})  # type: ignore[dict-item]
+
+
+def test_topic_and_message_checks() -> None:
+    check_topic("%RETRY%G_1-x|y")
+    for bad in ("", "  ", "a b", "t" * 128, "ü"):
+        with pytest.raises(InvalidMessageError):
+            check_topic(bad)
+    producer = Producer("PG", "127.0.0.1:1", max_message_size=10)
+    with pytest.raises(InvalidMessageError, match="length is zero"):
+        producer._check_message(new_message("T", b""))
+    with pytest.raises(InvalidMessageError, match="over max value"):
+        producer._check_message(new_message("T", b"x" * 11))
+    with pytest.raises(InvalidMessageError, match="forbidden"):
+        producer._check_message(new_message("SCHEDULE_TOPIC_XXXX", b"x"))
+    with pytest.raises(InvalidMessageError, match="same"):
+        producer._make_batch([new_message("A", b"x"), new_message("B", b"x")])
+    with pytest.raises(InvalidMessageError, match="TimeDelayLevel"):
+        producer._make_batch([new_message("A", b"x", delay_level=2)])
+
+
+def test_consume_timestamps() -> None:
+    assert parse_consume_timestamp(1234) == 1234
+    assert parse_consume_timestamp(dt.datetime(2024, 1, 2, tzinfo=dt.UTC)) == 1704153600000
+    local = dt.datetime(2024, 1, 2, 3, 4, 5).timestamp() * 1000
+    assert parse_consume_timestamp("20240102030405") == int(local)
+    with pytest.raises(InvalidMessageError):
+        parse_consume_timestamp("yesterday")
+
+
+def test_errors_say_what_went_wrong() -> None:
+    busy = broker_error(ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy", "10.0.0.1:10911")
+    assert isinstance(busy, BrokerBusyError)
+    assert str(busy) == "SYSTEM_BUSY (2) from 10.0.0.1:10911: [REJECTREQUEST]system busy"
+    assert isinstance(broker_error(ResponseCode.TOPIC_NOT_EXIST, "x"), BrokerError)
+    assert "no route info for topic 'T'" in str(NoRouteError("T"))
+
+
+def test_blocking_clients_refuse_misuse() -> None:
+    from rocketq.client.blocking import BlockingProducer, _LoopThread
+
+    producer = BlockingProducer("PG", "127.0.0.1:1")
+    with pytest.raises(RuntimeError, match="not started"):
+        producer.send(new_message("T", b"x"))
+    loop = _LoopThread.acquire()
+    try:
+        async def inside() -> None:
+            async def nothing() -> None:
+                return None
+
+            loop.run(nothing())  # a blocking call on the loop's own thread would deadlock
+
+        with pytest.raises(RuntimeError, match="event loop thread"):
+            loop.run(inside())
+    finally:
+        _LoopThread.release()
+    assert _LoopThread._current is None  # the last user stopped the loop thread
