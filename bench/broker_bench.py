@@ -1,0 +1,661 @@
+"""Broker benchmark: the remoting protocol's send, one-way, batch and pull paths of ``rocketq start``, against
+Redis Streams in the same run at the same concurrency and batching.
+
+What runs (127.0.0.1 only, every server and process started and stopped by this script):
+
+- ``rocketq start`` (name server + broker, ASYNC_FLUSH, store in a temporary directory) and ``redis-server``
+  with ``appendonly yes`` + ``appendfsync everysec`` (Redis's own "flush about once a second", the nearest
+  to ASYNC_FLUSH), both on free ports;
+- load generators in separate processes (``--procs`` at most), each an asyncio loop whose senders pipeline
+  requests: rocketq senders share one connection a process (:class:`rocketq.remoting.transport.RemotingClient`,
+  as a RocketMQ producer does), Redis senders take connections from redis-py's pool.
+
+Measured for 1, 16 and 64 concurrent senders, 1 KiB bodies (with tags, a key and a unique id as properties /
+fields), each for ``--seconds``:
+
+=========  ===========================================================  ============================================
+mode       rocketq                                                      Redis Streams
+=========  ===========================================================  ============================================
+send       SEND_MESSAGE_V2, wait for each answer                        ``XADD``, wait for each answer
+oneway     SEND_MESSAGE_V2 with the one-way bit (no answer)             ``XADD`` after ``CLIENT REPLY OFF`` (no answer)
+batch      SEND_BATCH_MESSAGE of ``--batch`` messages                   a pipeline of ``--batch`` ``XADD``
+consume    PULL_MESSAGE of 32 with the commit-offset flag, one lane      ``XREADGROUP COUNT 32`` + ``XACK``, one lane
+           a queue (8), over the whole backlog                          a stream (8), over the whole backlog
+=========  ===========================================================  ============================================
+
+send/batch: messages per second and the latency of a request (p50/p99; a batch request's for batch);
+oneway: messages per second until the server has stored all of them (rocketq: sum of the queues' max
+offsets; Redis: ``XLEN``); consume: messages per second. Prints a table and writes JSON
+(``bench/results/broker_bench.json``). Needs ``redis-server`` (Debian: ``apt-get install -y redis-server``)
+and redis-py (``pip install -e '.[bench]'``); ``--no-redis`` runs rocketq alone.
+
+    python bench/broker_bench.py [--seconds 4] [--senders 1,16,64] [--batch 32] [--procs 2] [--no-redis]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "broker_bench.json"
+BODY_SIZE = 1024
+QUEUES = 8
+TOPIC = "BrokerBench"
+STREAM = "bench"
+GROUP = "BenchGroup"
+PULL_BATCH = 32
+
+
+# -- servers ---------------------------------------------------------------------------------------------------
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(also: tuple[int, ...] = ()) -> int:
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port > 1100 and all(_port_free(port + d) for d in also):
+            return port
+    raise RuntimeError("no free port on 127.0.0.1")
+
+
+def _stop(proc: subprocess.Popen[Any] | None, sig: int = signal.SIGTERM) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+class RocketqServer:
+    """``rocketq start`` with an ASYNC_FLUSH broker.conf."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.namesrv_port = free_port()
+        self.broker_port = free_port(also=(-2,))
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def broker(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    def start(self) -> None:
+        conf = self.workdir / "broker.conf"
+        conf.write_text("brokerName=bench-broker\nbrokerClusterName=BenchCluster\nflushDiskType=ASYNC_FLUSH\n"
+                        "brokerRole=ASYNC_MASTER\nbrokerIP1=127.0.0.1\n", encoding="utf-8")  # fmt: skip
+        cmd = [sys.executable, "-m", "rocketq.cli.main", "start", "-c", str(conf), "--store",
+               str(self.workdir / "store"), "--namesrv-port", str(self.namesrv_port), "--broker-port",
+               str(self.broker_port)]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)  # fmt: skip
+        assert self.proc.stdout is not None
+        lines: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "rocketq ready" in line:
+                return
+        self.stop()
+        raise RuntimeError("rocketq start did not come up:\n" + "".join(lines))
+
+    def stop(self) -> None:
+        _stop(self.proc)
+        self.proc = None
+
+
+class RedisServer:
+    """``redis-server`` with AOF, fsync every second, no RDB snapshots."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.version = ""
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise SystemExit("redis-server not found: install it (Debian: apt-get install -y redis-server) "
+                             "or run with --no-redis")  # fmt: skip
+        cmd = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "yes",
+               "--appendfsync", "everysec", "--dir", str(self.workdir), "--protected-mode", "no"]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)  # fmt: skip
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=self.port)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                self.version = str(client.info("server")["redis_version"])
+                return
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        _stop(self.proc)
+        self.proc = None
+
+
+# -- load generator (runs in worker processes: python bench/broker_bench.py --worker JSON) ------------------------
+
+
+def _props(prefix: str, n: int) -> dict[str, str]:
+    return {"TAGS": f"Tag{n % 4}", "KEYS": f"key-{prefix}-{n}", "UNIQ_KEY": f"{prefix}{n:012X}", "WAIT": "true"}
+
+
+async def _rocketq_worker(spec: dict[str, Any], go: asyncio.Future[float]) -> dict[str, Any]:
+    from rocketq.common.codec import encode_batch_body
+    from rocketq.common.message import Message, properties_to_string
+    from rocketq.remoting.codes import RequestCode
+    from rocketq.remoting.command import create_request
+    from rocketq.remoting.transport import RemotingClient
+
+    mode, batch = spec["mode"], spec["batch"]
+    body = os.urandom(BODY_SIZE)
+    prefix = f"7F000001{os.getpid() & 0xFFFF:04X}{spec['index']:04X}"
+    client = RemotingClient(spec["addr"], connect_timeout=10)
+    conn = await client.connect()
+    counter = 0
+
+    def request() -> tuple[Any, int]:
+        nonlocal counter
+        n = counter
+        counter += 1 if mode != "batch" else batch
+        fields: dict[str, object] = {"a": "BenchProducer", "b": TOPIC, "c": "TBW102", "d": 4, "e": n % QUEUES,
+                                     "f": 0, "g": int(time.time() * 1000), "h": 0, "j": 0, "k": False}  # fmt: skip
+        if mode == "batch":
+            msgs = [Message(TOPIC, body, 0, _props(prefix, n + i)) for i in range(batch)]
+            fields["i"], fields["m"] = "", True
+            return create_request(RequestCode.SEND_BATCH_MESSAGE, fields, encode_batch_body(msgs)), batch
+        fields["i"], fields["m"] = properties_to_string(_props(prefix, n)), False
+        return create_request(RequestCode.SEND_MESSAGE_V2, fields, body), 1
+
+    latencies: list[float] = []
+    done = 0
+    errors = 0
+    print("ready", flush=True)
+    start = await go
+    deadline = start + spec["seconds"]
+
+    async def sender() -> None:
+        nonlocal done, errors
+        while time.time() < deadline:
+            req, n = request()
+            if mode == "oneway":
+                await conn.invoke_oneway(req)
+                done += n
+                continue
+            t0 = time.perf_counter()
+            r = await conn.invoke(req, timeout=30)
+            latencies.append((time.perf_counter() - t0) * 1000)
+            if r.code == 0:
+                done += n
+            else:
+                errors += 1
+
+    await asyncio.gather(*(sender() for _ in range(spec["senders"])))
+    end = time.time()
+    await client.close()
+    return {"messages": done, "errors": errors, "latencies": latencies, "start": start, "end": end}
+
+
+def _resp(*args: bytes) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+async def _redis_worker(spec: dict[str, Any], go: asyncio.Future[float]) -> dict[str, Any]:
+    import redis.asyncio as aioredis
+
+    mode, batch = spec["mode"], spec["batch"]
+    body = os.urandom(BODY_SIZE)
+    prefix = f"7F000001{os.getpid() & 0xFFFF:04X}{spec['index']:04X}"
+    host, port = spec["addr"].rsplit(":", 1)
+    counter = 0
+    latencies: list[float] = []
+    done = 0
+    errors = 0
+
+    def fields(n: int) -> dict[str, Any]:
+        p = _props(prefix, n)
+        return {"body": body, "tags": p["TAGS"], "keys": p["KEYS"], "uniq": p["UNIQ_KEY"]}
+
+    if mode == "oneway":  # raw connections with CLIENT REPLY OFF: nothing comes back, as with a one-way request
+        conns = [await asyncio.open_connection(host, int(port)) for _ in range(spec["senders"])]
+        for _r, w in conns:
+            w.write(_resp(b"CLIENT", b"REPLY", b"OFF"))
+            await w.drain()
+        print("ready", flush=True)
+        start = await go
+        deadline = start + spec["seconds"]
+
+        async def oneway_sender(w: asyncio.StreamWriter) -> None:
+            nonlocal counter, done
+            while time.time() < deadline:
+                n = counter
+                counter += 1
+                f = fields(n)
+                key = f"{STREAM}:{n % QUEUES}".encode()
+                w.write(_resp(b"XADD", key, b"*", b"body", f["body"], b"tags", f["tags"].encode(), b"keys",
+                              f["keys"].encode(), b"uniq", f["uniq"].encode()))  # fmt: skip
+                await w.drain()
+                done += 1
+
+        await asyncio.gather(*(oneway_sender(w) for _r, w in conns))
+        end = time.time()
+        for _r, w in conns:
+            w.close()
+        return {"messages": done, "errors": 0, "latencies": [], "start": start, "end": end}
+
+    client = aioredis.Redis(host=host, port=int(port), max_connections=spec["senders"] + 1)
+    await client.ping()
+    print("ready", flush=True)
+    start = await go
+    deadline = start + spec["seconds"]
+
+    async def sender() -> None:
+        nonlocal counter, done, errors
+        while time.time() < deadline:
+            n = counter
+            t0 = time.perf_counter()
+            try:
+                if mode == "batch":
+                    counter += batch
+                    pipe = client.pipeline(transaction=False)
+                    for i in range(batch):
+                        pipe.xadd(f"{STREAM}:{n % QUEUES}", fields(n + i))
+                    await pipe.execute()
+                    done += batch
+                else:
+                    counter += 1
+                    await client.xadd(f"{STREAM}:{n % QUEUES}", fields(n))
+                    done += 1
+            except Exception:
+                errors += 1
+            latencies.append((time.perf_counter() - t0) * 1000)
+
+    await asyncio.gather(*(sender() for _ in range(spec["senders"])))
+    end = time.time()
+    await client.aclose()
+    return {"messages": done, "errors": errors, "latencies": latencies, "start": start, "end": end}
+
+
+async def _rocketq_consume(spec: dict[str, Any], go: asyncio.Future[float]) -> dict[str, Any]:
+    from rocketq.remoting.codes import RequestCode
+    from rocketq.remoting.command import create_request
+    from rocketq.remoting.transport import RemotingClient
+
+    client = RemotingClient(spec["addr"], connect_timeout=10)
+    conn = await client.connect()
+    ends: list[int] = spec["ends"]
+    print("ready", flush=True)
+    start = await go
+    deadline = start + spec["seconds"]
+    got = 0
+
+    async def lane(queue_id: int) -> None:
+        nonlocal got
+        offset = 0
+        while offset < ends[queue_id] and time.time() < deadline:
+            fields = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": queue_id, "queueOffset": offset,
+                      "maxMsgNums": PULL_BATCH, "sysFlag": 0x1 | 0x4, "commitOffset": offset,
+                      "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0,
+                      "expressionType": "TAG"}  # fmt: skip
+            r = await conn.invoke(create_request(RequestCode.PULL_MESSAGE, fields), timeout=30)
+            nxt = int((r.ext_fields or {}).get("nextBeginOffset", offset))
+            if r.code != 0 or nxt <= offset:
+                break
+            got += nxt - offset
+            offset = nxt
+
+    await asyncio.gather(*(lane(q) for q in range(QUEUES)))
+    end = time.time()
+    await client.close()
+    return {"messages": got, "errors": 0, "latencies": [], "start": start, "end": end}
+
+
+async def _redis_consume(spec: dict[str, Any], go: asyncio.Future[float]) -> dict[str, Any]:
+    import redis.asyncio as aioredis
+
+    host, port = spec["addr"].rsplit(":", 1)
+    client = aioredis.Redis(host=host, port=int(port), max_connections=QUEUES + 1)
+    for q in range(QUEUES):
+        await client.xgroup_create(f"{STREAM}:{q}", GROUP, id="0", mkstream=True)
+    ends: list[int] = spec["ends"]
+    print("ready", flush=True)
+    start = await go
+    deadline = start + spec["seconds"]
+    got = 0
+
+    async def lane(q: int) -> None:
+        nonlocal got
+        key = f"{STREAM}:{q}"
+        seen = 0
+        while seen < ends[q] and time.time() < deadline:
+            answer = await client.xreadgroup(GROUP, f"c{q}", {key: ">"}, count=PULL_BATCH)
+            if not answer:
+                break
+            ids = [entry_id for entry_id, _fields in answer[0][1]]
+            await client.xack(key, GROUP, *ids)
+            seen += len(ids)
+        got += seen
+
+    await asyncio.gather(*(lane(q) for q in range(QUEUES)))
+    end = time.time()
+    await client.aclose()
+    return {"messages": got, "errors": 0, "latencies": [], "start": start, "end": end}
+
+
+def worker_main(spec: dict[str, Any]) -> None:
+    async def main() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        go: asyncio.Future[float] = loop.create_future()
+
+        async def wait_go() -> None:
+            line = await asyncio.to_thread(sys.stdin.readline)
+            go.set_result(float(line))
+
+        waiter = asyncio.create_task(wait_go())
+        table = {("rocketq", "consume"): _rocketq_consume, ("redis", "consume"): _redis_consume}
+        default = _rocketq_worker if spec["system"] == "rocketq" else _redis_worker
+        fn = table.get((spec["system"], spec["mode"]), default)
+        try:
+            return await fn(spec, go)
+        finally:
+            waiter.cancel()
+
+    result = asyncio.run(main())
+    print("result " + json.dumps(result), flush=True)
+
+
+# -- orchestration ------------------------------------------------------------------------------------------
+
+
+def run_workers(specs: list[dict[str, Any]], timeout: float) -> list[dict[str, Any]]:
+    """Start one process a spec, wait until all are connected, start them together, collect their results."""
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(s)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) for s in specs]  # fmt: skip
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            if line.strip() != "ready":
+                raise RuntimeError(f"worker did not get ready: {line!r}")
+        go = time.time() + 0.2
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write(f"{go}\n")
+            p.stdin.flush()
+        results = []
+        for p in procs:
+            out, _ = p.communicate(timeout=timeout)
+            line = next(x for x in out.splitlines() if x.startswith("result "))
+            results.append(json.loads(line[len("result "):]))
+        return results
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+
+
+def split(senders: int, procs: int) -> list[int]:
+    n = max(1, min(procs, senders))
+    return [senders // n + (1 if i < senders % n else 0) for i in range(n)]
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    k = min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))
+    return values[k]
+
+
+async def rocketq_stored(addr: str) -> int:
+    from rocketq.remoting.codes import RequestCode
+    from rocketq.remoting.command import create_request
+    from rocketq.remoting.transport import RemotingClient
+
+    async with RemotingClient(addr) as c:
+        total = 0
+        for q in range(QUEUES):
+            r = await c.invoke(create_request(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": q}))
+            total += int((r.ext_fields or {}).get("offset", 0))
+        return total
+
+
+def rocketq_queue_ends(addr: str) -> list[int]:
+    from rocketq.remoting.codes import RequestCode
+    from rocketq.remoting.command import create_request
+    from rocketq.remoting.transport import RemotingClient
+
+    async def ends() -> list[int]:
+        async with RemotingClient(addr) as c:
+            out = []
+            for q in range(QUEUES):
+                r = await c.invoke(create_request(RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": q}))
+                out.append(int((r.ext_fields or {}).get("offset", 0)))
+            return out
+
+    return asyncio.run(ends())
+
+
+def redis_stored(port: int) -> int:
+    import redis
+
+    c = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        return sum(int(c.xlen(f"{STREAM}:{q}")) for q in range(QUEUES))
+    finally:
+        c.close()
+
+
+def wait_stored(count_fn: Any, target: int, start: float, cap_s: float = 60.0) -> tuple[int, float]:
+    """Poll the server's stored count until it reaches ``target`` (or stops growing); (count, seconds)."""
+    last, last_change = count_fn(), time.time()
+    deadline = time.time() + cap_s
+    while last < target and time.time() < deadline:
+        time.sleep(0.02)
+        now = count_fn()
+        if now != last:
+            last, last_change = now, time.time()
+        elif time.time() - last_change > 3.0:
+            break
+    return last, last_change - start
+
+
+def measure(system: str, mode: str, senders: int, args: argparse.Namespace, addr: str,
+            stored_fn: Any) -> dict[str, Any]:  # fmt: skip
+    batch = args.batch if mode == "batch" else 1
+    before = stored_fn() if mode == "oneway" else 0
+    specs = [{"system": system, "mode": mode, "senders": n, "batch": batch, "addr": addr, "seconds": args.seconds,
+              "index": i} for i, n in enumerate(split(senders, args.procs))]  # fmt: skip
+    results = run_workers(specs, timeout=args.seconds + 120)
+    start = min(r["start"] for r in results)
+    end = max(r["end"] for r in results)
+    sent = sum(r["messages"] for r in results)
+    latencies = [x for r in results for x in r["latencies"]]
+    row: dict[str, Any] = {"system": system, "mode": mode, "senders": senders, "batch": batch,
+                           "processes": len(specs), "errors": sum(r["errors"] for r in results)}  # fmt: skip
+    if mode == "oneway":
+        stored, seconds = wait_stored(stored_fn, before + sent, start)
+        row.update(messages=stored - before, sent=sent, seconds=seconds)
+    else:
+        row.update(messages=sent, seconds=end - start)
+    row["msgs_per_s"] = row["messages"] / row["seconds"] if row["seconds"] > 0 else 0.0
+    row["mb_per_s"] = row["msgs_per_s"] * BODY_SIZE / 1e6
+    row["p50_ms"] = percentile(latencies, 50)
+    row["p99_ms"] = percentile(latencies, 99)
+    return row
+
+
+def measure_consume(system: str, args: argparse.Namespace, addr: str, ends: list[int]) -> dict[str, Any]:
+    spec = {"system": system, "mode": "consume", "senders": QUEUES, "batch": PULL_BATCH, "addr": addr,
+            "seconds": args.consume_seconds, "index": 0, "ends": ends}  # fmt: skip
+    r = run_workers([spec], timeout=args.consume_seconds + 120)[0]
+    seconds = r["end"] - r["start"]
+    rate = r["messages"] / seconds if seconds > 0 else 0.0
+    return {"system": system, "mode": "consume", "senders": QUEUES, "batch": PULL_BATCH, "processes": 1,
+            "errors": 0, "messages": r["messages"], "seconds": seconds, "msgs_per_s": rate,
+            "mb_per_s": rate * BODY_SIZE / 1e6, "p50_ms": None, "p99_ms": None}  # fmt: skip
+
+
+def create_topic(namesrv: str, broker: str) -> None:
+    from rocketq.tools.admin import MQAdmin
+
+    async def create() -> None:
+        async with MQAdmin(namesrv) as admin:
+            await admin.create_topic(topic=TOPIC, broker_addr=broker, read_queue_nums=QUEUES,
+                                     write_queue_nums=QUEUES)  # fmt: skip
+
+    asyncio.run(create())
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    base = {(r["mode"], r["senders"]): r for r in rows if r["system"] == "redis"}
+    head = (f"{'system':<8} {'mode':<8} {'senders':>7} {'batch':>5} {'msgs/s':>10} {'MB/s':>7} {'p50 ms':>8} "
+            f"{'p99 ms':>8} {'vs redis':>8}")  # fmt: skip
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        ref = base.get((r["mode"], r["senders"]))
+        ratio = f"{r['msgs_per_s'] / ref['msgs_per_s']:.2f}x" if r["system"] == "rocketq" and ref and \
+            ref["msgs_per_s"] else ""  # fmt: skip
+        print(f"{r['system']:<8} {r['mode']:<8} {r['senders']:>7} {r['batch']:>5} {r['msgs_per_s']:>10,.0f} "
+              f"{r['mb_per_s']:>7.1f} {_fmt(r['p50_ms'], '8.2f'):>8} {_fmt(r['p99_ms'], '8.2f'):>8} {ratio:>8}"
+              + (f"  errors={r['errors']}" if r["errors"] else ""))  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=4.0, help="length of each send run (4)")
+    ap.add_argument("--consume-seconds", type=float, default=10.0, help="cap of each consume run (10)")
+    ap.add_argument("--senders", default="1,16,64", help="concurrent senders (1,16,64)")
+    ap.add_argument("--modes", default="send,oneway,batch", help="send modes (send,oneway,batch)")
+    ap.add_argument("--batch", type=int, default=32, help="messages per batch request (32)")
+    ap.add_argument("--procs", type=int, default=2, help="load-generator processes at most (2)")
+    ap.add_argument("--no-redis", action="store_true", help="skip the Redis Streams baseline")
+    ap.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results ({RESULTS.relative_to(ROOT)})")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker_main(json.loads(args.worker))
+        return 0
+    senders = [int(x) for x in args.senders.split(",") if x.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not args.no_redis:
+        try:
+            import redis
+        except ImportError:
+            raise SystemExit("redis-py is missing: pip install -e '.[bench]' (or run with --no-redis)") from None
+        if shutil.which("redis-server") is None:
+            raise SystemExit("redis-server not found: apt-get install -y redis-server (or run with --no-redis)")
+
+    rows: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="broker-bench-") as tmp:
+        work = Path(tmp)
+        (work / "rocketq").mkdir()
+        (work / "redis").mkdir()
+        rq = RocketqServer(work / "rocketq")
+        rd = None if args.no_redis else RedisServer(work / "redis")
+        old_term = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        try:
+            rq.start()
+            create_topic(rq.namesrv, rq.broker)
+            if rd is not None:
+                rd.start()
+                meta["redis_version"] = rd.version
+            rq_count = lambda: asyncio.run(rocketq_stored(rq.broker))  # noqa: E731
+            # Warm-up (not reported): connections, code paths, the first mapped files.
+            measure("rocketq", "send", 16, argparse.Namespace(**{**vars(args), "seconds": 1.5}), rq.broker, rq_count)
+            for mode in modes:
+                for n in senders:
+                    for system in ("rocketq", "redis"):
+                        if system == "redis" and rd is None:
+                            continue
+                        if system == "rocketq":
+                            row = measure("rocketq", mode, n, args, rq.broker, rq_count)
+                        else:
+                            assert rd is not None
+                            row = measure("redis", mode, n, args, f"127.0.0.1:{rd.port}",
+                                          lambda: redis_stored(rd.port))  # type: ignore[union-attr]  # fmt: skip
+                        rows.append(row)
+                        print(f"  {system:<8} {mode:<7} {n:>3} senders: {row['msgs_per_s']:>10,.0f} msg/s", flush=True)
+            ends = rocketq_queue_ends(rq.broker)
+            rows.append(measure_consume("rocketq", args, rq.broker, ends))
+            if rd is not None:
+                import redis
+
+                c = redis.Redis(host="127.0.0.1", port=rd.port)
+                rends = [int(c.xlen(f"{STREAM}:{q}")) for q in range(QUEUES)]
+                c.close()
+                rows.append(measure_consume("redis", args, f"127.0.0.1:{rd.port}", rends))
+        finally:
+            signal.signal(signal.SIGTERM, old_term)
+            rq.stop()
+            if rd is not None:
+                rd.stop()
+    print()
+    print_table(rows)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "benchmark": "broker_bench",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "config": {"body_size": BODY_SIZE, "queues": QUEUES, "seconds": args.seconds, "batch": args.batch,
+                   "procs": args.procs, "rocketq_flush": "ASYNC_FLUSH",
+                   "redis_persistence": "appendonly yes, appendfsync everysec", **meta},
+        "rows": rows,
+    }
+    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,745 @@
+"""``rocketq admin -n ADDR <verb>``: RocketMQ's ``mqadmin`` (``tools/command/**``) with its verbs and option letters.
+
+Verbs: clusterList, topicList, topicRoute, topicStatus, updateTopic, deleteTopic, brokerStatus,
+consumerProgress, consumerConnection, updateSubGroup, queryMsgById, queryMsgByKey, queryMsgByOffset,
+sendMessage, consumeMessage. Each prints a table laid out like mqadmin 4.9's (same columns and widths), or
+one JSON document with ``--json`` (before or after the verb). ``-n`` may be given before or after the verb
+and falls back to ``NAMESRV_ADDR``; several name servers are separated by ``;``. Boolean options take a
+value, as in mqadmin (``-o true``).
+
+The calls themselves live in :mod:`rocketq.tools.admin`; a failure (no name server at the address, an
+unknown topic, cluster, group or message, a broker that refuses) is one ``rocketq: error: ...`` line on
+stderr and exit status 1 (see :mod:`rocketq.cli.main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import datetime as _dt
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rocketq.common import json_compat
+from rocketq.common.message import MessageExt
+from rocketq.common.message_json import host_to_string, message_to_dict
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import create_request
+from rocketq.tools.admin import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOOLS_CONSUMER_GROUP,
+    AdminError,
+    MQAdmin,
+    NotFoundError,
+    TopicRoute,
+)
+
+Verb = Callable[[MQAdmin, argparse.Namespace], Awaitable[Any]]
+_VERBS: dict[str, Verb] = {}
+_PARSERS: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+_HELP: dict[str, tuple[str, str]] = {}
+
+
+def verb(name: str, summary: str, example: str) -> Callable[[Verb], Verb]:
+    """Register ``rocketq admin <name>``; the function's ``options`` attribute adds its options."""
+
+    def wrap(fn: Verb) -> Verb:
+        _VERBS[name] = fn
+        _HELP[name] = (summary, example)
+        return fn
+
+    return wrap
+
+
+def options(name: str) -> Callable[[Callable[[argparse.ArgumentParser], None]], Callable[..., None]]:
+    def wrap(fn: Callable[[argparse.ArgumentParser], None]) -> Callable[..., None]:
+        _PARSERS[name] = fn
+        return fn
+
+    return wrap
+
+
+# --------------------------------------------------------------------------------------------------
+# Formatting helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("true", "1", "yes"):
+        return True
+    if t in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+
+
+def _timestamp(text: str) -> int:
+    """Milliseconds since the epoch, or a local time ``YYYY-MM-DD[ T#]HH:MM:SS[.mmm]`` (mqadmin's ``#`` form)."""
+    t = text.strip()
+    if t.lstrip("-").isdigit():
+        return int(t)
+    try:
+        when = _dt.datetime.fromisoformat(t.replace("#", "T"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a timestamp (ms, or YYYY-MM-DDTHH:MM:SS): {text!r}") from None
+    return int(when.timestamp() * 1000)
+
+
+def _human_time(ms: int) -> str:
+    """``UtilAll.timeMillisToHumanString2``: ``yyyy-MM-dd HH:mm:ss,SSS`` in local time."""
+    if ms <= 0:
+        return ""
+    when = _dt.datetime.fromtimestamp(ms / 1000)
+    return when.strftime("%Y-%m-%d %H:%M:%S,") + f"{ms % 1000:03d}"
+
+
+def _body_text(body: bytes, limit: int | None = None) -> str:
+    """UTF-8 text when the body is printable text, else ``base64:...``."""
+    try:
+        text = body.decode("utf-8")
+        printable = all(ch.isprintable() or ch in "\t\n\r" for ch in text)
+    except UnicodeDecodeError:
+        printable = False
+    if not printable:
+        text = "base64:" + base64.b64encode(body).decode("ascii")
+    if limit is not None and len(text) > limit:
+        return text[: limit - 3] + "..."
+    return text
+
+
+def _client_id(msg: MessageExt) -> str:
+    return msg.uniq_key or msg.msg_id
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def _print_message_detail(msg: MessageExt) -> None:
+    """``QueryMsgByIdSubCommand.printMsg``, with the body printed instead of written to a temp file."""
+    rows = [
+        ("OffsetID:", msg.msg_id),
+        ("MsgId:", _client_id(msg)),
+        ("Topic:", msg.topic),
+        ("Tags:", f"[{msg.tags}]"),
+        ("Keys:", f"[{msg.keys}]"),
+        ("Queue ID:", msg.queue_id),
+        ("Queue Offset:", msg.queue_offset),
+        ("CommitLog Offset:", msg.commit_log_offset),
+        ("Reconsume Times:", msg.reconsume_times),
+        ("Born Timestamp:", _human_time(msg.born_timestamp)),
+        ("Store Timestamp:", _human_time(msg.store_timestamp)),
+        ("Born Host:", host_to_string(msg.born_host)),
+        ("Store Host:", host_to_string(msg.store_host)),
+        ("System Flag:", msg.sys_flag),
+        ("Properties:", "{" + ", ".join(f"{k}={v}" for k, v in msg.properties.items()) + "}"),
+        ("Message Body:", _body_text(msg.body)),
+    ]
+    for label, value in rows:
+        print(f"{label:<20} {value}")
+
+
+def _messages_json(msgs: list[MessageExt]) -> dict[str, Any]:
+    return {"messages": [message_to_dict(m) for m in msgs]}
+
+
+# --------------------------------------------------------------------------------------------------
+# Verbs
+# --------------------------------------------------------------------------------------------------
+
+
+@options("clusterList")
+def _cluster_list_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--moreStats", dest="more_stats", action="store_true", help="print more stats")
+    p.add_argument("-c", "--clusterName", dest="cluster", help="only this cluster")
+
+
+@verb("clusterList", "List clusters and their brokers with runtime figures.",
+      "rocketq admin -n 127.0.0.1:9876 clusterList")  # fmt: skip
+async def cluster_list(admin: MQAdmin, args: argparse.Namespace) -> None:
+    info = await admin.cluster_info()
+    clusters = info.cluster_addr_table
+    if args.cluster:
+        info.brokers_of(args.cluster)  # raises for an unknown cluster
+        clusters = {args.cluster: clusters[args.cluster]}
+    rows: list[dict[str, Any]] = []
+    now = _dt.datetime.now().timestamp() * 1000
+    for cluster, names in clusters.items():
+        for name in names:
+            data = info.broker_addr_table.get(name)
+            if data is None:
+                continue
+            for bid, addr in data.broker_addrs.items():
+                try:
+                    kv = await admin.broker_runtime_info(addr)
+                except AdminError:
+                    kv = {}
+                earliest = int(kv.get("earliestMessageTimeStamp") or 0)
+                rows.append({
+                    "cluster": cluster, "brokerName": name, "brokerId": bid, "addr": addr,
+                    "version": kv.get("brokerVersionDesc", ""),
+                    "inTps": float((kv.get("putTps") or "0").split(" ")[0] or 0),
+                    "outTps": float((kv.get("getTransferedTps") or "0").split(" ")[0] or 0),
+                    "sendQueue": kv.get("sendThreadPoolQueueSize", ""),
+                    "pullQueue": kv.get("pullThreadPoolQueueSize", ""),
+                    "sendWaitMs": kv.get("sendThreadPoolQueueHeadWaitTimeMills", ""),
+                    "pullWaitMs": kv.get("pullThreadPoolQueueHeadWaitTimeMills", ""),
+                    "pageCacheLockTimeMills": kv.get("pageCacheLockTimeMills", ""),
+                    "hours": (now - earliest) / 3_600_000 if earliest > 0 else 0.0,
+                    "space": float(kv.get("commitLogDiskRatio") or 0),
+                    "inTotalYest": _diff(kv, "msgPutTotalTodayMorning", "msgPutTotalYesterdayMorning"),
+                    "outTotalYest": _diff(kv, "msgGetTotalTodayMorning", "msgGetTotalYesterdayMorning"),
+                    "inTotalToday": _diff(kv, "msgPutTotalTodayNow", "msgPutTotalTodayMorning"),
+                    "outTotalToday": _diff(kv, "msgGetTotalTodayNow", "msgGetTotalTodayMorning"),
+                    "reachable": bool(kv),
+                })  # fmt: skip
+    if args.json:
+        _emit_json({**info.to_json(), "brokers": rows})
+        return
+    if args.more_stats:
+        print(f"{'#Cluster Name':<16}  {'#Broker Name':<32} {'#InTotalYest':>14} {'#OutTotalYest':>14} "
+              f"{'#InTotalToday':>14} {'#OutTotalToday':>14}")  # fmt: skip
+        for r in rows:
+            print(f"{r['cluster']:<16}  {r['brokerName']:<32} {r['inTotalYest']:>14} {r['outTotalYest']:>14} "
+                  f"{r['inTotalToday']:>14} {r['outTotalToday']:>14}")  # fmt: skip
+        return
+    print(f"{'#Cluster Name':<16}  {'#Broker Name':<22}  {'#BID':<4}  {'#Addr':<22} {'#Version':<16} "
+          f"{'#InTPS(LOAD)':>19} {'#OutTPS(LOAD)':>19} {'#PCWait(ms)':>10} {'#Hour':>5} {'#SPACE':>6}")  # fmt: skip
+    for r in rows:
+        in_tps = f"{r['inTps']:9.2f}({r['sendQueue']},{r['sendWaitMs']}ms)"
+        out_tps = f"{r['outTps']:9.2f}({r['pullQueue']},{r['pullWaitMs']}ms)"
+        print(f"{r['cluster']:<16}  {r['brokerName']:<22}  {r['brokerId']!s:<4}  {r['addr']:<22} "
+              f"{r['version'] or '(unreachable)':<16} {in_tps:>19} {out_tps:>19} {r['pageCacheLockTimeMills']!s:>10} "
+              f"{r['hours']:>5.2f} {r['space']:>6.4f}")  # fmt: skip
+
+
+def _diff(kv: dict[str, str], a: str, b: str) -> int:
+    try:
+        return int(kv[a]) - int(kv[b])
+    except (KeyError, ValueError):
+        return 0
+
+
+@options("topicList")
+def _topic_list_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-c", "--clusterModel", dest="cluster_model", action="store_true",
+                   help="also print each topic's cluster and consumer groups")  # fmt: skip
+
+
+@verb("topicList", "List every topic the name server knows.", "rocketq admin -n 127.0.0.1:9876 topicList -c")
+async def topic_list(admin: MQAdmin, args: argparse.Namespace) -> None:
+    topics = await admin.topic_list()
+    if not args.cluster_model:
+        if args.json:
+            _emit_json({"topicList": topics})
+        else:
+            for t in topics:
+                print(t)
+        return
+    info = await admin.cluster_info()
+    rows: list[dict[str, str]] = []
+    for topic in topics:
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith("%DLQ%"):
+            continue
+        try:
+            route = await admin.topic_route(topic)
+        except NotFoundError:
+            continue
+        cluster = next((b.cluster for b in route.broker_datas if b.cluster), "")
+        if not cluster and route.broker_datas:
+            name = route.broker_datas[0].broker_name
+            cluster = next((c for c, names in info.cluster_addr_table.items() if name in names), "")
+        groups: set[str] = set()
+        for _n, addr in route.master_addrs():
+            r = await admin.invoke(addr, create_request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
+            if r.code == ResponseCode.SUCCESS and r.body:
+                groups.update(str(g) for g in (json_compat.loads(r.body) or {}).get("groupList") or ())
+        for group in sorted(groups) or [""]:
+            rows.append({"cluster": cluster, "topic": topic, "consumerGroup": group})
+    if args.json:
+        _emit_json({"topics": rows})
+        return
+    print(f"{'#Cluster Name':<20}  {'#Topic':<48}  #Consumer Group")
+    for r in rows:
+        print(f"{r['cluster']:<20}  {r['topic']:<64}  {r['consumerGroup']:<64}".rstrip())
+
+
+@options("topicRoute")
+def _topic_route_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-l", "--list", dest="as_list", action="store_true", help="print a table instead of JSON")
+
+
+@verb("topicRoute", "Show the route of a topic: its brokers and queues.",
+      "rocketq admin -n 127.0.0.1:9876 topicRoute -t TopicA -l")  # fmt: skip
+async def topic_route(admin: MQAdmin, args: argparse.Namespace) -> None:
+    route = await admin.topic_route(args.topic.strip())
+    if args.json or not args.as_list:
+        _emit_json(route.to_json())
+        return
+    _print_route_list(route)
+
+
+def _print_route_list(route: TopicRoute) -> None:
+    print(f"{'#ClusterName':<45} {'#BrokerName':<32} {'#BrokerAddrs':<50} {'#ReadQueue':<10} {'#WriteQueue':<10} "
+          "#Perm")  # fmt: skip
+    total_read = total_write = 0
+    for q in route.queue_datas:
+        b = route.broker(q.broker_name)
+        cluster = b.cluster if b else ""
+        addrs = json.dumps(b.to_json()["brokerAddrs"], separators=(",", ":")) if b else "{}"
+        print(f"{cluster:<45} {q.broker_name:<32} {addrs:<50} {q.read_queue_nums:<10} {q.write_queue_nums:<10} "
+              f"{q.perm}")  # fmt: skip
+        total_read += q.read_queue_nums
+        total_write += q.write_queue_nums
+    print(f"\nTotal: {len(route.broker_datas)} broker(s), {total_read} read queue(s), {total_write} write queue(s)")
+
+
+@options("topicStatus")
+def _topic_status_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+
+
+@verb("topicStatus", "Show min and max offsets of every queue of a topic.",
+      "rocketq admin -n 127.0.0.1:9876 topicStatus -t TopicA")  # fmt: skip
+async def topic_status(admin: MQAdmin, args: argparse.Namespace) -> None:
+    topic = args.topic.strip()
+    rows = await admin.topic_stats(topic)
+    if args.json:
+        _emit_json({"topic": topic, "queues": [r.to_json() for r in rows]})
+        return
+    print(f"{'#Broker Name':<32}  {'#QID':<4}  {'#Min Offset':<20}  {'#Max Offset':<20}    #Last Updated")
+    for r in rows:
+        print(f"{r.broker_name:<32}  {r.queue_id:<4}  {r.min_offset:<20}  {r.max_offset:<20}    "
+              f"{_human_time(r.last_update_timestamp)}".rstrip())  # fmt: skip
+
+
+@options("updateTopic")
+def _update_topic_options(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="create the topic on this broker")
+    where.add_argument("-c", "--clusterName", dest="cluster", help="create the topic on every master of this cluster")
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-r", "--readQueueNums", dest="read_queue_nums", type=int, default=8, help="read queues (8)")
+    p.add_argument("-w", "--writeQueueNums", dest="write_queue_nums", type=int, default=8, help="write queues (8)")
+    p.add_argument("-p", "--perm", type=int, default=6, choices=(2, 4, 6), help="permission: 2 W, 4 R, 6 RW (6)")
+    p.add_argument("-o", "--order", type=_bool, default=False, help="ordered topic: true|false (false)")
+    p.add_argument("-u", "--unit", type=_bool, default=False, help="unit topic: true|false (false)")
+    p.add_argument("-s", "--hasUnitSub", dest="has_unit_sub", type=_bool, default=False,
+                   help="has unit subscription: true|false (false)")  # fmt: skip
+
+
+@verb("updateTopic", "Create a topic, or update its queues and permission.",
+      "rocketq admin -n 127.0.0.1:9876 updateTopic -c DefaultCluster -t TopicA -r 4 -w 4")  # fmt: skip
+async def update_topic(admin: MQAdmin, args: argparse.Namespace) -> None:
+    topic = args.topic.strip()
+    sys_flag = (1 if args.unit else 0) | (2 if args.has_unit_sub else 0)
+    addrs = await admin.create_topic(topic=topic, broker_addr=args.broker_addr, cluster=args.cluster,
+                                     read_queue_nums=args.read_queue_nums, write_queue_nums=args.write_queue_nums,
+                                     perm=args.perm, order=args.order, topic_sys_flag=sys_flag)  # fmt: skip
+    config = {"topicName": topic, "readQueueNums": args.read_queue_nums, "writeQueueNums": args.write_queue_nums,
+              "perm": args.perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": sys_flag,
+              "order": args.order}  # fmt: skip
+    if args.order:
+        info = await admin.cluster_info()
+        names = sorted({info.broker_name_of(a) or a for a in addrs})
+        await admin.put_order_conf(topic, ";".join(f"{n}:{args.write_queue_nums}" for n in names))
+    if args.json:
+        _emit_json({"topic": topic, "brokers": addrs, "topicConfig": config})
+        return
+    for addr in addrs:
+        print(f"create topic to {addr} success.")
+    print(f"TopicConfig [topicName={topic}, readQueueNums={args.read_queue_nums}, "
+          f"writeQueueNums={args.write_queue_nums}, perm={_perm_text(args.perm)}, topicFilterType=SINGLE_TAG, "
+          f"topicSysFlag={sys_flag}, order={str(args.order).lower()}]")  # fmt: skip
+
+
+def _perm_text(perm: int) -> str:
+    return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-") + ("X" if perm & 1 else "-")
+
+
+@options("deleteTopic")
+def _delete_topic_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-c", "--clusterName", dest="cluster", required=True, help="delete from this cluster")
+
+
+@verb("deleteTopic", "Delete a topic from the brokers of a cluster and from the name servers.",
+      "rocketq admin -n 127.0.0.1:9876 deleteTopic -c DefaultCluster -t TopicA")  # fmt: skip
+async def delete_topic(admin: MQAdmin, args: argparse.Namespace) -> None:
+    topic = args.topic.strip()
+    await admin.topic_route(topic)  # an unknown topic is an error, not a silent success
+    addrs = await admin.delete_topic(topic, args.cluster)
+    if args.json:
+        _emit_json({"topic": topic, "cluster": args.cluster, "brokers": addrs})
+        return
+    print(f"delete topic [{topic}] from cluster [{args.cluster}] success.")
+    print(f"delete topic [{topic}] from NameServer success.")
+
+
+@options("brokerStatus")
+def _broker_status_options(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="broker address")
+    where.add_argument("-c", "--clusterName", dest="cluster", help="every broker of this cluster")
+
+
+@verb("brokerStatus", "Show a broker's runtime figures (GET_BROKER_RUNTIME_INFO).",
+      "rocketq admin -n 127.0.0.1:9876 brokerStatus -b 127.0.0.1:10911")  # fmt: skip
+async def broker_status(admin: MQAdmin, args: argparse.Namespace) -> None:
+    addrs = await admin.broker_addrs(args.cluster, args.broker_addr)
+    tables = {addr: await admin.broker_runtime_info(addr) for addr in addrs}
+    if args.json:
+        _emit_json(tables)
+        return
+    for addr, kv in tables.items():
+        for k, v in kv.items():
+            if args.cluster:
+                print(f"{addr:<24} {k:<32}: {v}")
+            else:
+                print(f"{k:<32}: {v}")
+
+
+@options("consumerProgress")
+def _consumer_progress_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--groupName", dest="group", help="consumer group (without it: every group)")
+    p.add_argument("-t", "--topicName", dest="topic", help="only this topic")
+
+
+@verb("consumerProgress", "Show how far consumer groups are behind, queue by queue.",
+      "rocketq admin -n 127.0.0.1:9876 consumerProgress -g GroupA")  # fmt: skip
+async def consumer_progress(admin: MQAdmin, args: argparse.Namespace) -> None:
+    if args.group:
+        rows, tps = await admin.consume_stats(args.group.strip(), args.topic)
+        diff_total = sum(r.diff for r in rows)
+        if args.json:
+            _emit_json({"group": args.group, "consumeTps": tps, "diffTotal": diff_total,
+                        "queues": [r.to_json() for r in rows]})  # fmt: skip
+            return
+        print(f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Broker Offset':<20}  {'#Consumer Offset':<20}  "
+              f"{'#Diff':<20}  #LastTime")  # fmt: skip
+        for r in rows:
+            last = _dt.datetime.fromtimestamp(r.last_timestamp / 1000).strftime("%Y-%m-%d %H:%M:%S") \
+                if r.last_timestamp else "N/A"  # fmt: skip
+            print(f"{r.topic:<64}  {r.broker_name:<32}  {r.queue_id:<4}  {r.broker_offset:<20}  "
+                  f"{r.consumer_offset:<20}  {r.diff:<20}  {last}")  # fmt: skip
+        print()
+        print(f"Consume TPS: {tps:.2f}")
+        print(f"Diff Total: {diff_total}")
+        return
+    groups: list[dict[str, Any]] = []
+    for topic in await admin.topic_list():
+        if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            continue
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        row: dict[str, Any] = {"group": group, "count": 0, "version": "OFFLINE", "type": "", "model": "",
+                               "tps": 0, "diffTotal": 0}  # fmt: skip
+        try:
+            rows, tps = await admin.consume_stats(group)
+            row["tps"], row["diffTotal"] = int(tps), sum(r.diff for r in rows)
+        except NotFoundError:
+            pass
+        try:
+            cc = await admin.consumer_connection(group)
+            conns = cc.get("connectionSet") or []
+            row["count"] = len(conns)
+            row["type"] = {"CONSUME_ACTIVELY": "PULL", "CONSUME_PASSIVELY": "PUSH"}.get(str(cc.get("consumeType")), "")
+            row["model"] = str(cc.get("messageModel") or "")
+            versions = [int(c.get("version", 0)) for c in conns if isinstance(c, dict)]
+            row["version"] = f"V{min(versions)}" if versions else "OFFLINE"
+        except NotFoundError:
+            pass
+        groups.append(row)
+    if args.json:
+        _emit_json({"groups": groups})
+        return
+    print(f"{'#Group':<64}  {'#Count':<6}  {'#Version':<24} {'#Type':<5}  {'#Model':<14}  {'#TPS':<7}  #Diff Total")
+    for g in groups:
+        print(f"{g['group']:<64}  {g['count']:<6}  {g['version']:<24} {g['type']:<5}  {g['model']:<14}  "
+              f"{g['tps']:<7}  {g['diffTotal']}")  # fmt: skip
+
+
+@options("consumerConnection")
+def _consumer_connection_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--consumerGroup", dest="group", required=True, help="consumer group")
+    p.add_argument("-b", "--brokerAddr", dest="broker_addr", help="ask this broker only")
+
+
+@verb("consumerConnection", "Show a consumer group's clients, their versions and subscriptions.",
+      "rocketq admin -n 127.0.0.1:9876 consumerConnection -g GroupA")  # fmt: skip
+async def consumer_connection(admin: MQAdmin, args: argparse.Namespace) -> None:
+    cc = await admin.consumer_connection(args.group.strip(), args.broker_addr)
+    if args.json:
+        _emit_json(cc)
+        return
+    print(f"{'#ClientId':<36} {'#ClientAddr':<22} {'#Language':<10} #Version")
+    for c in cc.get("connectionSet") or []:
+        print(f"{c.get('clientId', '')!s:<36} {c.get('clientAddr', '')!s:<22} {c.get('language', '')!s:<10} "
+              f"{c.get('version', '')}")  # fmt: skip
+    print("\nBelow is subscription:")
+    print(f"{'#Topic':<20} #SubExpression")
+    for topic, sub in (cc.get("subscriptionTable") or {}).items():
+        expr = sub.get("subString", "") if isinstance(sub, dict) else sub
+        print(f"{topic!s:<20} {expr}")
+    print()
+    print(f"ConsumeType: {cc.get('consumeType')}")
+    print(f"MessageModel: {cc.get('messageModel')}")
+    print(f"ConsumeFromWhere: {cc.get('consumeFromWhere')}")
+
+
+@options("updateSubGroup")
+def _update_sub_group_options(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="create the group on this broker")
+    where.add_argument("-c", "--clusterName", dest="cluster", help="create the group on every master of this cluster")
+    p.add_argument("-g", "--groupName", dest="group", required=True, help="consumer group name")
+    p.add_argument("-s", "--consumeEnable", dest="consume_enable", type=_bool, default=True, help="(true)")
+    p.add_argument("-m", "--consumeFromMinEnable", dest="consume_from_min_enable", type=_bool, default=False,
+                   help="(false)")  # fmt: skip
+    p.add_argument("-d", "--consumeBroadcastEnable", dest="consume_broadcast_enable", type=_bool, default=False,
+                   help="(false)")  # fmt: skip
+    p.add_argument("-o", "--consumeMessageOrderly", dest="consume_message_orderly", type=_bool, default=False,
+                   help="(false)")  # fmt: skip
+    p.add_argument("-q", "--retryQueueNums", dest="retry_queue_nums", type=int, default=1, help="(1)")
+    p.add_argument("-r", "--retryMaxTimes", dest="retry_max_times", type=int, default=16, help="(16)")
+    p.add_argument("-i", "--brokerId", dest="broker_id", type=int, default=0, help="consume from this broker id (0)")
+    p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", dest="which_broker_when_consume_slowly", type=int,
+                   default=1, help="(1)")  # fmt: skip
+    p.add_argument("-a", "--notifyConsumerIdsChanged", dest="notify_consumer_ids_changed_enable", type=_bool,
+                   default=True, help="(true)")  # fmt: skip
+
+
+@verb("updateSubGroup", "Create a consumer (subscription) group, or update its settings.",
+      "rocketq admin -n 127.0.0.1:9876 updateSubGroup -c DefaultCluster -g GroupA -r 3")  # fmt: skip
+async def update_sub_group(admin: MQAdmin, args: argparse.Namespace) -> None:
+    config = {
+        "groupName": args.group.strip(), "consumeEnable": args.consume_enable,
+        "consumeFromMinEnable": args.consume_from_min_enable,
+        "consumeBroadcastEnable": args.consume_broadcast_enable,
+        "consumeMessageOrderly": args.consume_message_orderly, "retryQueueNums": args.retry_queue_nums,
+        "retryMaxTimes": args.retry_max_times, "brokerId": args.broker_id,
+        "whichBrokerWhenConsumeSlowly": args.which_broker_when_consume_slowly,
+        "notifyConsumerIdsChangedEnable": args.notify_consumer_ids_changed_enable,
+    }  # fmt: skip
+    addrs = await admin.create_subscription_group(config, broker_addr=args.broker_addr, cluster=args.cluster)
+    if args.json:
+        _emit_json({"groupName": config["groupName"], "brokers": addrs, "config": config})
+        return
+    for addr in addrs:
+        print(f"create subscription group to {addr} success.")
+    print("SubscriptionGroupConfig [" + ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+                                                for k, v in config.items()) + "]")  # fmt: skip
+
+
+@options("queryMsgById")
+def _query_by_id_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True,
+                   help="offset message id, or a client message id (UNIQ_KEY) with -t; "
+                   "several separated by ','")  # fmt: skip
+    p.add_argument("-t", "--topic", help="topic, to look a client message id up in the index")
+
+
+@verb("queryMsgById", "Show a message by its offset message id, or by its client id within a topic.",
+      "rocketq admin -n 127.0.0.1:9876 queryMsgById -t TopicA -i 7F00000100002A9F0000000000000000")  # fmt: skip
+async def query_msg_by_id(admin: MQAdmin, args: argparse.Namespace) -> None:
+    msgs: list[MessageExt] = []
+    for msg_id in [m.strip() for m in args.msg_id.split(",") if m.strip()]:
+        msgs.extend(await admin.query_message_by_id(msg_id, args.topic.strip() if args.topic else None))
+    if args.json:
+        _emit_json(_messages_json(msgs))
+        return
+    for i, msg in enumerate(msgs):
+        if i:
+            print()
+        _print_message_detail(msg)
+
+
+@options("queryMsgByKey")
+def _query_by_key_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-k", "--msgKey", dest="key", required=True, help="message key")
+    p.add_argument("-b", "--beginTimestamp", dest="begin", type=_timestamp, default=0, help="store time from (ms)")
+    p.add_argument("-e", "--endTimestamp", dest="end", type=_timestamp, default=2**63 - 1,
+                   help="store time up to (ms)")  # fmt: skip
+    p.add_argument("-m", "--maxNum", dest="max_num", type=int, default=64, help="at most this many (64)")
+
+
+@verb("queryMsgByKey", "Look messages up by key in the brokers' index.",
+      "rocketq admin -n 127.0.0.1:9876 queryMsgByKey -t TopicA -k order-1")  # fmt: skip
+async def query_msg_by_key(admin: MQAdmin, args: argparse.Namespace) -> None:
+    topic = args.topic.strip()
+    msgs = await admin.query_message(topic, args.key, max_num=args.max_num, begin=args.begin, end=args.end)
+    if args.json:
+        _emit_json(_messages_json(msgs))
+        return
+    print(f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40}")
+    for m in msgs:
+        print(f"{_client_id(m):<50} {m.queue_id:>4} {m.queue_offset:>40}")
+
+
+@options("queryMsgByOffset")
+def _query_by_offset_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-b", "--brokerName", dest="broker_name", required=True, help="broker name")
+    p.add_argument("-i", "--queueId", dest="queue_id", type=int, required=True, help="queue id")
+    p.add_argument("-o", "--offset", type=int, required=True, help="queue offset")
+
+
+@verb("queryMsgByOffset", "Show the message at one queue offset.",
+      "rocketq admin -n 127.0.0.1:9876 queryMsgByOffset -t TopicA -b broker-a -i 0 -o 0")  # fmt: skip
+async def query_msg_by_offset(admin: MQAdmin, args: argparse.Namespace) -> None:
+    msg = await admin.message_at(args.topic.strip(), args.broker_name.strip(), args.queue_id, args.offset)
+    if args.json:
+        _emit_json(_messages_json([msg]))
+        return
+    _print_message_detail(msg)
+
+
+@options("sendMessage")
+def _send_message_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-p", "--body", required=True, help="message body (UTF-8 text)")
+    p.add_argument("-k", "--key", help="message keys (separated by spaces)")
+    p.add_argument("-c", "--tags", help="message tag")
+    p.add_argument("-b", "--broker", help="send to this broker name")
+    p.add_argument("-i", "--qid", type=int, help="send to this queue (needs -b)")
+    p.add_argument("-m", "--msgTraceEnable", dest="trace", type=_bool, default=False,
+                   help="message trace: accepted for mqadmin compatibility, "
+                   "rocketq has no trace topic (false)")  # fmt: skip
+    p.add_argument("--property", dest="properties", action="append", default=[], metavar="NAME=VALUE",
+                   help="a user property (repeatable; rocketq only)")  # fmt: skip
+    p.add_argument("--count", type=int, default=1, help="send the message this many times (rocketq only; 1)")
+
+
+@verb("sendMessage", "Send a message (round robin over the topic's writable queues unless -b/-i say where).",
+      "rocketq admin -n 127.0.0.1:9876 sendMessage -t TopicA -p 'hello' -c TagA -k order-1")  # fmt: skip
+async def send_message(admin: MQAdmin, args: argparse.Namespace) -> None:
+    if args.qid is not None and not args.broker:
+        raise AdminError("a queue (-i) needs a broker name (-b)")
+    if args.count < 1:
+        raise AdminError("--count must be at least 1")
+    props: dict[str, str] = {}
+    for item in args.properties:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise AdminError(f"a property is NAME=VALUE, not {item!r}")
+        props[name] = value
+    topic = args.topic.strip()
+    route, by_default = await admin.publish_route(topic)
+    results = []
+    for _ in range(args.count):
+        results.append(await admin.send_message(topic, args.body.encode("utf-8"), tags=args.tags, keys=args.key,
+                                                properties=props, broker_name=args.broker, queue_id=args.qid,
+                                                route=route, by_default_topic=by_default))  # fmt: skip
+        if by_default:  # the first send created the topic: use its own route from now on
+            route, by_default = await _fresh_route(admin, topic, route, by_default)
+    if args.json:
+        _emit_json({"results": [r.to_json() for r in results]})
+        return
+    print(f"{'#Broker Name':<32}  {'#QID':<4}  {'#Send Result':<20}    #MsgId")
+    for r in results:
+        print(f"{r.broker_name:<32}  {r.queue_id!s:<4}  {r.status:<20}    {r.msg_id}")
+
+
+async def _fresh_route(admin: MQAdmin, topic: str, route: TopicRoute, by_default: bool) -> tuple[TopicRoute, bool]:
+    for _ in range(20):
+        try:
+            return await admin.topic_route(topic), False
+        except NotFoundError:
+            await asyncio.sleep(0.05)
+    return route, by_default
+
+
+@options("consumeMessage")
+def _consume_message_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic name")
+    p.add_argument("-b", "--brokerName", dest="broker_name", help="only this broker")
+    p.add_argument("-i", "--queueId", dest="queue_id", type=int, help="only this queue (needs -b)")
+    p.add_argument("-o", "--offset", type=int, help="from this queue offset (needs -i)")
+    p.add_argument("-g", "--consumerGroup", dest="group", default=TOOLS_CONSUMER_GROUP,
+                   help=f"consumer group to pull as ({TOOLS_CONSUMER_GROUP}); nothing is committed")  # fmt: skip
+    p.add_argument("-s", "--beginTimestamp", dest="begin", type=_timestamp, default=0, help="stored from (ms)")
+    p.add_argument("-e", "--endTimestamp", dest="end", type=_timestamp, default=0, help="stored up to (ms)")
+    p.add_argument("-c", "--MessageNumber", dest="count", type=int, default=128, help="at most this many (128)")
+
+
+@verb("consumeMessage", "Read messages of a topic (pull, oldest first, nothing committed).",
+      "rocketq admin -n 127.0.0.1:9876 consumeMessage -t TopicA -c 10")  # fmt: skip
+async def consume_message(admin: MQAdmin, args: argparse.Namespace) -> None:
+    if args.queue_id is not None and not args.broker_name:
+        raise AdminError("a queue (-i) needs a broker name (-b)")
+    if args.offset is not None and args.queue_id is None:
+        raise AdminError("an offset (-o) needs a queue (-i)")
+    if args.count <= 0:
+        raise AdminError("the message number (-c) must be positive")
+    msgs = await admin.consume(args.topic.strip(), broker_name=args.broker_name, queue_id=args.queue_id,
+                               offset=args.offset, begin=args.begin, end=args.end, count=args.count,
+                               group=args.group)  # fmt: skip
+    if args.json:
+        _emit_json(_messages_json(msgs))
+        return
+    print(f"{'#QID':<4}  {'#Offset':<10}  {'#MsgId':<32}  {'#Tags':<16}  {'#Keys':<24}  #Body")
+    for m in msgs:
+        print(f"{m.queue_id:<4}  {m.queue_offset:<10}  {_client_id(m):<32}  {m.tags or '':<16}  {m.keys or '':<24}  "
+              f"{_body_text(m.body, 80)}")  # fmt: skip
+    print(f"\n{len(msgs)} message(s)")
+
+
+# --------------------------------------------------------------------------------------------------
+# Registration and dispatch
+# --------------------------------------------------------------------------------------------------
+
+
+def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = groups.add_parser(
+        "admin",
+        help="administer name servers and brokers (mqadmin)",
+        description="Administer a RocketMQ-compatible cluster over the remoting protocol, with mqadmin's verbs and "
+        "option letters. -n (or NAMESRV_ADDR) names the name server(s); --json prints one JSON document "
+        "instead of a table. 'rocketq admin VERB --help' explains a verb.",
+        epilog="examples:\n  rocketq admin -n 127.0.0.1:9876 clusterList\n"
+        "  rocketq admin -n 127.0.0.1:9876 updateTopic -c DefaultCluster -t TopicA\n"
+        "  rocketq admin -n 127.0.0.1:9876 topicStatus -t TopicA --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(p, top=True)
+    verbs = p.add_subparsers(dest="verb", metavar="VERB", title="verbs")
+    for name, fn in _VERBS.items():
+        summary, example = _HELP[name]
+        vp = verbs.add_parser(name, help=summary, description=summary, epilog=f"example:\n  {example}",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        _common(vp, top=False)
+        _PARSERS[name](vp)
+        vp.set_defaults(admin_verb=fn)
+    p.set_defaults(func=cmd_admin)
+
+
+def _common(p: argparse.ArgumentParser, *, top: bool) -> None:
+    default: Any = None if top else argparse.SUPPRESS
+    p.add_argument("-n", "--namesrvAddr", dest="namesrv_addr", metavar="ADDR", default=default,
+                   help="name server address(es), host:port separated by ';' (default: $NAMESRV_ADDR)")  # fmt: skip
+    p.add_argument("--json", action="store_true", default=False if top else argparse.SUPPRESS,
+                   help="print JSON instead of a table")  # fmt: skip
+    p.add_argument("--timeout", type=float, default=5.0 if top else argparse.SUPPRESS, metavar="SECONDS",
+                   help="time allowed for each call (default 5)")  # fmt: skip
+
+
+def cmd_admin(args: argparse.Namespace) -> int:
+    fn: Verb | None = getattr(args, "admin_verb", None)
+    if fn is None:
+        raise AdminError("choose a verb: " + ", ".join(_VERBS) + " (see 'rocketq admin --help')")
+    addr = args.namesrv_addr or os.environ.get("NAMESRV_ADDR")
+
+    async def run() -> None:
+        admin = MQAdmin(addr, timeout=args.timeout)
+        try:
+            await fn(admin, args)
+        finally:
+            await admin.close()
+
+    asyncio.run(run())
+    return 0

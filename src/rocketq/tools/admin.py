@@ -1,0 +1,783 @@
+"""The admin API behind ``rocketq admin``: RocketMQ's ``DefaultMQAdminExt`` / ``MQAdminImpl`` over raw remoting
+(spec: remoting-protocol §6.1, §6.2, §6.4, §6.9, §6.13, §6.16, §7.1, §7.4, §8.2, §8.3, §8.8, §8.9).
+
+Mirrors ``tools/admin/DefaultMQAdminExtImpl`` and the client calls it makes
+(``client/impl/MQClientAPIImpl``): what is asked of a name server and what of a broker, and in which order.
+
+- Name servers (``-n "a:9876;b:9876"``) are tried in the order given; the first that answers is used.
+- Brokers are reached at their master address (brokerId 0) as the name server reports it.
+- Bodies are read with :func:`rocketq.common.json_compat.loads` (numeric map keys, MessageQueue objects as
+  map keys) into the small dataclasses below; ``to_json()`` gives what ``--json`` prints.
+- Every failure a user can cause (a name server that does not answer, an unknown topic, cluster or group,
+  a broker that refuses) raises :class:`AdminError` with one line that says what failed and where.
+
+``send_message`` picks queues like ``DefaultMQProducer`` (round robin over the writable queues of the route,
+from a random start; the route of ``TBW102`` when the topic has none, so that the broker creates it), and
+``pull`` reads like ``DefaultMQPullConsumer`` (the subscription in the request, no suspension, no commit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from rocketq.common import json_compat
+from rocketq.common.codec import decode_record
+from rocketq.common.errors import RocketqError
+from rocketq.common.message import (
+    COMPRESSED_FLAG,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    MessageExt,
+    compression_type,
+    properties_to_string,
+)
+from rocketq.common.message_id import MessageIdError, UniqueIdGenerator, decode_offset_message_id
+from rocketq.remoting.codes import RequestCode, ResponseCode, request_code_name, response_code_name
+from rocketq.remoting.command import RemotingCommand, create_request
+from rocketq.remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
+from rocketq.remoting.transport import RemotingClient, parse_address
+
+__all__ = [
+    "DEFAULT_TOPIC",
+    "RETRY_GROUP_TOPIC_PREFIX",
+    "TOOLS_CONSUMER_GROUP",
+    "AdminError",
+    "BrokerData",
+    "ClusterInfo",
+    "ConsumeProgress",
+    "MQAdmin",
+    "NotFoundError",
+    "PullResult",
+    "QueueData",
+    "QueueStats",
+    "SendResult",
+    "TopicRoute",
+    "inflate_body",
+]
+
+MASTER_ID: Final = 0
+DEFAULT_TOPIC: Final = "TBW102"
+DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
+RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
+TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
+ADMIN_PRODUCER_GROUP: Final = "TOOLS_PRODUCER"
+PERM_WRITE: Final = 0x2
+PERM_READ: Final = 0x4
+PULL_FLAG_SUBSCRIPTION: Final = 0x4
+TOPIC_SYS_FLAG_UNIT: Final = 0x1
+TOPIC_SYS_FLAG_UNIT_SUB: Final = 0x2
+ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
+#: ``SendStatus`` by the response code of a send.
+SEND_STATUS: Final = {
+    ResponseCode.SUCCESS: "SEND_OK",
+    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
+}
+#: ``PullStatus`` by the response code of a pull.
+PULL_STATUS: Final = {
+    ResponseCode.SUCCESS: "FOUND",
+    ResponseCode.PULL_NOT_FOUND: "NO_NEW_MSG",
+    ResponseCode.PULL_RETRY_IMMEDIATELY: "NO_MATCHED_MSG",
+    ResponseCode.PULL_OFFSET_MOVED: "OFFSET_ILLEGAL",
+}
+
+
+class AdminError(RocketqError):
+    """An admin call failed; the message is the one line the command line prints."""
+
+
+class NotFoundError(AdminError):
+    """An unknown topic, cluster, broker, group or message."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Bodies
+# --------------------------------------------------------------------------------------------------
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _float(value: Any, default: float = 0.0) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _mapping(value: Any) -> Mapping[Any, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class BrokerData:
+    """``BrokerData``: one broker name, its cluster and its addresses by broker id (0 = master)."""
+
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str]
+
+    @classmethod
+    def from_json(cls, obj: Mapping[Any, Any]) -> BrokerData:
+        addrs = {_int(k, -1): str(v) for k, v in _mapping(obj.get("brokerAddrs")).items()}
+        return cls(str(obj.get("cluster", "")), str(obj.get("brokerName", "")), dict(sorted(addrs.items())))
+
+    @property
+    def master_addr(self) -> str | None:
+        return self.broker_addrs.get(MASTER_ID)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "brokerName": self.broker_name,
+                "brokerAddrs": {str(k): v for k, v in self.broker_addrs.items()}}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class QueueData:
+    """``QueueData``: the queues and permission of a topic on one broker name."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    @classmethod
+    def from_json(cls, obj: Mapping[Any, Any]) -> QueueData:
+        flag = obj.get("topicSysFlag", obj.get("topicSynFlag", 0))  # renamed in 4.9.0
+        return cls(str(obj.get("brokerName", "")), _int(obj.get("readQueueNums")), _int(obj.get("writeQueueNums")),
+                   _int(obj.get("perm")), _int(flag))  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
+                "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}  # fmt: skip
+
+
+@dataclass
+class TopicRoute:
+    """``TopicRouteData`` of one topic."""
+
+    topic: str
+    queue_datas: list[QueueData]
+    broker_datas: list[BrokerData]
+    order_topic_conf: str | None = None
+
+    @classmethod
+    def from_body(cls, topic: str, body: bytes | None) -> TopicRoute:
+        obj = _mapping(json_compat.loads(body or b"{}"))
+        queues = [QueueData.from_json(q) for q in obj.get("queueDatas") or () if isinstance(q, Mapping)]
+        brokers = [BrokerData.from_json(b) for b in obj.get("brokerDatas") or () if isinstance(b, Mapping)]
+        order = obj.get("orderTopicConf")
+        return cls(topic, sorted(queues, key=lambda q: q.broker_name), sorted(brokers, key=lambda b: b.broker_name),
+                   str(order) if order else None)  # fmt: skip
+
+    def broker(self, broker_name: str) -> BrokerData | None:
+        return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
+
+    def master_addr(self, broker_name: str) -> str | None:
+        b = self.broker(broker_name)
+        return b.master_addr if b is not None else None
+
+    def master_addrs(self) -> list[tuple[str, str]]:
+        """(broker name, master address) of every broker of the route that has a master."""
+        return [(b.broker_name, b.master_addr) for b in self.broker_datas if b.master_addr]
+
+    def write_queues(self, max_per_broker: int | None = None) -> list[tuple[str, int]]:
+        """``topicRouteData2TopicPublishInfo``: (broker name, queue id) a producer may write to, in order."""
+        out: list[tuple[str, int]] = []
+        for q in self.queue_datas:
+            if not q.perm & PERM_WRITE or not self.master_addr(q.broker_name):
+                continue
+            n = q.write_queue_nums if max_per_broker is None else min(q.write_queue_nums, max_per_broker)
+            out.extend((q.broker_name, i) for i in range(n))
+        return out
+
+    def read_queues(self) -> list[tuple[str, int]]:
+        """``topicRouteData2TopicSubscribeInfo``: (broker name, queue id) a consumer may read, in order."""
+        out: list[tuple[str, int]] = []
+        for q in self.queue_datas:
+            if q.perm & PERM_READ:
+                out.extend((q.broker_name, i) for i in range(q.read_queue_nums))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"brokerDatas": [b.to_json() for b in self.broker_datas], "filterServerTable": {},
+                               "queueDatas": [q.to_json() for q in self.queue_datas]}  # fmt: skip
+        if self.order_topic_conf:
+            out["orderTopicConf"] = self.order_topic_conf
+        return out
+
+
+@dataclass
+class ClusterInfo:
+    """``ClusterInfo``: brokers by name and broker names by cluster."""
+
+    broker_addr_table: dict[str, BrokerData]
+    cluster_addr_table: dict[str, list[str]]
+
+    @classmethod
+    def from_body(cls, body: bytes | None) -> ClusterInfo:
+        obj = _mapping(json_compat.loads(body or b"{}"))
+        brokers = {str(k): BrokerData.from_json(v) for k, v in _mapping(obj.get("brokerAddrTable")).items()
+                   if isinstance(v, Mapping)}  # fmt: skip
+        clusters = {str(k): sorted(str(n) for n in (v or ()))
+                    for k, v in _mapping(obj.get("clusterAddrTable")).items()}  # fmt: skip
+        return cls(dict(sorted(brokers.items())), dict(sorted(clusters.items())))
+
+    def brokers_of(self, cluster: str) -> list[BrokerData]:
+        if cluster not in self.cluster_addr_table:
+            known = ", ".join(self.cluster_addr_table) or "none"
+            raise NotFoundError(f"cluster {cluster!r} not found on the name server (clusters: {known})")
+        return [self.broker_addr_table[n] for n in self.cluster_addr_table[cluster] if n in self.broker_addr_table]
+
+    def master_addrs(self, cluster: str) -> list[str]:
+        """``CommandUtil.fetchMasterAddrByClusterName``."""
+        addrs = [b.master_addr for b in self.brokers_of(cluster) if b.master_addr]
+        if not addrs:
+            raise NotFoundError(f"cluster {cluster!r} has no master broker")
+        return addrs
+
+    def broker_name_of(self, addr: str) -> str | None:
+        for b in self.broker_addr_table.values():
+            if addr in b.broker_addrs.values():
+                return b.broker_name
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerAddrTable": {k: v.to_json() for k, v in self.broker_addr_table.items()},
+                "clusterAddrTable": dict(self.cluster_addr_table)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """One row of ``TopicStatsTable``: a queue's min and max offset and last store time."""
+
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "minOffset": self.min_offset,
+                "maxOffset": self.max_offset, "lastUpdateTimestamp": self.last_update_timestamp}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ConsumeProgress:
+    """One row of ``ConsumeStats``: a queue's broker offset against the group's committed offset."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def diff(self) -> int:
+        return self.broker_offset - self.consumer_offset
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id,
+                "brokerOffset": self.broker_offset, "consumerOffset": self.consumer_offset, "diff": self.diff,
+                "lastTimestamp": self.last_timestamp}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """``SendResult``: the status, both ids and where the message went."""
+
+    status: str
+    msg_id: str
+    offset_msg_id: str
+    broker_name: str
+    queue_id: int
+    queue_offset: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sendStatus": self.status, "msgId": self.msg_id, "offsetMsgId": self.offset_msg_id,
+                "brokerName": self.broker_name, "queueId": self.queue_id,
+                "queueOffset": self.queue_offset}  # fmt: skip
+
+
+@dataclass
+class PullResult:
+    """``PullResult``: status name, offsets and the decoded messages (bodies inflated)."""
+
+    status: str
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt] = field(default_factory=list)
+
+
+def _mq_key(key: Any) -> tuple[str, str, int]:
+    m = _mapping(key)
+    return str(m.get("topic", "")), str(m.get("brokerName", "")), _int(m.get("queueId"))
+
+
+def inflate_body(msg: MessageExt) -> MessageExt:
+    """The message with its body inflated when the producer compressed it with zlib (sysFlag bit 0)."""
+    if msg.sys_flag & COMPRESSED_FLAG and compression_type(msg.sys_flag) in (0, 3):
+        with contextlib.suppress(zlib.error):
+            msg.body = zlib.decompress(msg.body)
+    return msg
+
+
+def decode_messages(body: bytes | None) -> list[MessageExt]:
+    """The records of a pull or query answer, back to back, decoded."""
+    out: list[MessageExt] = []
+    data = body or b""
+    pos = 0
+    while pos + 8 <= len(data):
+        msg = decode_record(data, pos)
+        out.append(inflate_body(msg))
+        pos += msg.store_size
+    return out
+
+
+def _reason(exc: BaseException) -> str:
+    """``connection refused`` rather than the text of the exception chain."""
+    cause = exc.__cause__
+    errno = getattr(cause, "errno", None)
+    if isinstance(errno, int) and errno > 0:
+        return os.strerror(errno).lower()
+    if isinstance(cause, TimeoutError):
+        return "connect timed out"
+    return str(exc) or type(exc).__name__
+
+
+# --------------------------------------------------------------------------------------------------
+# The admin client
+# --------------------------------------------------------------------------------------------------
+
+
+class MQAdmin:
+    """Admin calls against the name servers in ``namesrv_addr`` (``host:port`` separated by ``;``)."""
+
+    def __init__(self, namesrv_addr: str | None, *, timeout: float = 5.0) -> None:
+        addrs = [a.strip() for a in (namesrv_addr or "").split(";") if a.strip()]
+        if not addrs:
+            raise AdminError("no name server address: give -n HOST:PORT or set NAMESRV_ADDR")
+        for a in addrs:
+            try:
+                parse_address(a)
+            except ValueError:
+                raise AdminError(f"not a name server address (host:port): {a!r}") from None
+        self.namesrv_addrs = addrs
+        self.timeout = timeout
+        self.client = RemotingClient(connect_timeout=timeout, name="rocketq-admin")
+        self._uniq = UniqueIdGenerator()
+        self._send_index = random.randrange(1 << 16)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def __aenter__(self) -> MQAdmin:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # --- transport ----------------------------------------------------------------------------------
+    async def invoke(self, addr: str, request: RemotingCommand, what: str = "broker",
+                     timeout: float | None = None) -> RemotingCommand:  # fmt: skip
+        """One call to ``addr``; connection failures and timeouts become :class:`AdminError`."""
+        wait = self.timeout if timeout is None else timeout
+        try:
+            return await self.client.invoke(request, wait, addr=addr)
+        except RemotingTimeoutError:
+            raise AdminError(f"{what} {addr} did not answer {request_code_name(request.code)} "
+                             f"within {wait:g} s") from None  # fmt: skip
+        except RemotingConnectError as exc:
+            raise AdminError(f"cannot reach {what} {addr}: {_reason(exc)}") from None
+        except RemotingError as exc:
+            raise AdminError(f"{what} {addr}: {exc}") from None
+
+    async def invoke_namesrv(self, request: RemotingCommand) -> RemotingCommand:
+        """Ask the name servers in turn; the first that answers wins."""
+        failures: list[str] = []
+        for addr in self.namesrv_addrs:
+            try:
+                fields = dict(request.ext_fields) if request.ext_fields is not None else None
+                return await self.invoke(addr, create_request(request.code, fields, request.body), "name server")
+            except AdminError as exc:
+                failures.append(str(exc))
+        raise AdminError("; ".join(failures))
+
+    @staticmethod
+    def check(response: RemotingCommand, what: str, *ok: int) -> RemotingCommand:
+        codes = ok or (ResponseCode.SUCCESS,)
+        if response.code not in codes:
+            remark = (response.remark or "").split("\n")[0].strip() or "no remark"
+            raise AdminError(f"{what} failed: {response_code_name(response.code)} ({response.code}): {remark}")
+        return response
+
+    # --- name server ----------------------------------------------------------------------------------
+    async def cluster_info(self) -> ClusterInfo:
+        r = await self.invoke_namesrv(create_request(RequestCode.GET_BROKER_CLUSTER_INFO))
+        return ClusterInfo.from_body(self.check(r, "GET_BROKER_CLUSTER_INFO").body)
+
+    async def topic_list(self, cluster: str | None = None) -> list[str]:
+        if cluster:
+            r = await self.invoke_namesrv(create_request(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": cluster}))
+        else:
+            r = await self.invoke_namesrv(create_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+        body = _mapping(json_compat.loads(self.check(r, "topic list").body or b"{}"))
+        return [str(t) for t in body.get("topicList") or ()]
+
+    async def topic_route(self, topic: str) -> TopicRoute:
+        r = await self.invoke_namesrv(create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+        if r.code == ResponseCode.TOPIC_NOT_EXIST:
+            raise NotFoundError(f"topic {topic!r} not found: the name server has no route for it")
+        route = TopicRoute.from_body(topic, self.check(r, f"route of topic {topic!r}").body)
+        return route
+
+    async def _master_addrs(self, cluster: str | None, broker_addr: str | None) -> list[str]:
+        if broker_addr:
+            try:
+                parse_address(broker_addr)
+            except ValueError:
+                raise AdminError(f"not a broker address (host:port): {broker_addr!r}") from None
+            return [broker_addr]
+        if cluster:
+            return (await self.cluster_info()).master_addrs(cluster)
+        raise AdminError("give a broker address (-b) or a cluster name (-c)")
+
+    # --- topics -------------------------------------------------------------------------------------
+    async def create_topic(self, *, topic: str, broker_addr: str | None = None, cluster: str | None = None,
+                           read_queue_nums: int = 8, write_queue_nums: int = 8, perm: int = 6, order: bool = False,
+                           topic_sys_flag: int = 0) -> list[str]:  # fmt: skip
+        """``updateTopic``: create or update ``topic`` on one broker or every master of a cluster."""
+        addrs = await self._master_addrs(cluster, broker_addr)
+        fields = {"topic": topic, "defaultTopic": DEFAULT_TOPIC, "readQueueNums": read_queue_nums,
+                  "writeQueueNums": write_queue_nums, "perm": perm, "topicFilterType": "SINGLE_TAG",
+                  "topicSysFlag": topic_sys_flag, "order": order}  # fmt: skip
+        for addr in addrs:
+            r = await self.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
+            self.check(r, f"create topic {topic!r} on {addr}")
+        return addrs
+
+    async def put_order_conf(self, topic: str, order_conf: str) -> None:
+        """The ``ORDER_TOPIC_CONFIG`` KV entry ``updateTopic -o true`` writes (``brokerName:queues;...``)."""
+        fields = {"namespace": ORDER_TOPIC_CONFIG_NAMESPACE, "key": topic, "value": order_conf}
+        for addr in self.namesrv_addrs:
+            r = await self.invoke(addr, create_request(RequestCode.PUT_KV_CONFIG, fields), "name server")
+            self.check(r, f"order config of {topic!r} on name server {addr}")
+
+    async def delete_topic(self, topic: str, cluster: str) -> list[str]:
+        """``deleteTopic``: from every master of the cluster, then from every name server."""
+        addrs = (await self.cluster_info()).master_addrs(cluster)
+        for addr in addrs:
+            r = await self.invoke(addr, create_request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
+            self.check(r, f"delete topic {topic!r} on {addr}")
+        for addr in self.namesrv_addrs:
+            request = create_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic, "clusterName": cluster})
+            self.check(await self.invoke(addr, request, "name server"), f"delete topic {topic!r} on name server {addr}")
+        return addrs
+
+    async def topic_stats(self, topic: str) -> list[QueueStats]:
+        """``examineTopicStats``: min/max offsets of every queue on every broker of the route."""
+        route = await self.topic_route(topic)
+        rows: list[QueueStats] = []
+        for _name, addr in route.master_addrs():
+            r = await self.invoke(addr, create_request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
+            if r.code == ResponseCode.TOPIC_NOT_EXIST:
+                continue
+            table = _mapping(_mapping(json_compat.loads(self.check(r, f"topic stats on {addr}").body or b"{}"))
+                             .get("offsetTable"))  # fmt: skip
+            for key, value in table.items():
+                _t, bname, qid = _mq_key(key)
+                v = _mapping(value)
+                rows.append(QueueStats(bname, qid, _int(v.get("minOffset")), _int(v.get("maxOffset")),
+                                       _int(v.get("lastUpdateTimestamp"))))  # fmt: skip
+        if not rows:
+            raise NotFoundError(f"topic {topic!r} not found on any broker of its route")
+        return sorted(rows, key=lambda s: (s.broker_name, s.queue_id))
+
+    # --- brokers -------------------------------------------------------------------------------------
+    async def broker_runtime_info(self, addr: str) -> dict[str, str]:
+        r = await self.invoke(addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO))
+        body = _mapping(json_compat.loads(self.check(r, f"runtime info of {addr}").body or b"{}"))
+        return {str(k): str(v) for k, v in sorted(_mapping(body.get("table")).items())}
+
+    async def broker_addrs(self, cluster: str | None, broker_addr: str | None) -> list[str]:
+        """The brokers ``brokerStatus`` and friends report on: one address, or every broker of a cluster."""
+        if broker_addr:
+            return await self._master_addrs(None, broker_addr)
+        if not cluster:
+            raise AdminError("give a broker address (-b) or a cluster name (-c)")
+        info = await self.cluster_info()
+        return [a for b in info.brokers_of(cluster) for a in b.broker_addrs.values()]
+
+    # --- consumer groups ------------------------------------------------------------------------------
+    async def _group_brokers(self, group: str) -> list[str]:
+        """Masters that hold ``group``: those of its retry topic's route, else every master known."""
+        try:
+            route = await self.topic_route(RETRY_GROUP_TOPIC_PREFIX + group)
+            addrs = [a for _n, a in route.master_addrs()]
+        except NotFoundError:
+            info = await self.cluster_info()
+            addrs = [b.master_addr for b in info.broker_addr_table.values() if b.master_addr]
+        return addrs
+
+    async def consume_stats(self, group: str, topic: str | None = None) -> tuple[list[ConsumeProgress], float]:
+        """``examineConsumeStats``: every queue the group has an offset on, with the broker's max offset."""
+        rows: list[ConsumeProgress] = []
+        tps = 0.0
+        for addr in await self._group_brokers(group):
+            fields = {"consumerGroup": group, "topic": topic or ""}
+            r = await self.invoke(addr, create_request(RequestCode.GET_CONSUME_STATS, fields))
+            body = _mapping(json_compat.loads(self.check(r, f"consume stats of {group!r} on {addr}").body or b"{}"))
+            tps += _float(body.get("consumeTps"))
+            for key, value in _mapping(body.get("offsetTable")).items():
+                t, bname, qid = _mq_key(key)
+                v = _mapping(value)
+                rows.append(ConsumeProgress(t, bname, qid, _int(v.get("brokerOffset")), _int(v.get("consumerOffset")),
+                                            _int(v.get("lastTimestamp"))))  # fmt: skip
+        if not rows:
+            raise NotFoundError(f"no consume stats for group {group!r}: it has no offsets on any broker "
+                                "(unknown group, or it consumed nothing yet)")  # fmt: skip
+        return sorted(rows, key=lambda p: (p.topic, p.broker_name, p.queue_id)), tps
+
+    async def consumer_connection(self, group: str, broker_addr: str | None = None) -> dict[str, Any]:
+        """``examineConsumerConnectionInfo``: the group's clients and subscriptions, from the first broker that
+        knows it online."""
+        addrs = [broker_addr] if broker_addr else await self._group_brokers(group)
+        last: RemotingCommand | None = None
+        for addr in addrs:
+            r = await self.invoke(addr, create_request(RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                                       {"consumerGroup": group}))  # fmt: skip
+            if r.code == ResponseCode.SUCCESS:
+                return dict(_plain(json_compat.loads(r.body or b"{}")))
+            last = r
+        if last is None or last.code == ResponseCode.CONSUMER_NOT_ONLINE:
+            raise NotFoundError(f"consumer group {group!r} is not online")
+        self.check(last, f"connections of group {group!r}")
+        raise AdminError(f"connections of group {group!r}: unexpected answer {last.code}")
+
+    async def create_subscription_group(self, config: Mapping[str, Any], *, broker_addr: str | None = None,
+                                        cluster: str | None = None) -> list[str]:  # fmt: skip
+        """``updateSubGroup``: the ``SubscriptionGroupConfig`` body on one broker or every master of a cluster."""
+        addrs = await self._master_addrs(cluster, broker_addr)
+        body = json_compat.dumps_bytes(dict(config))
+        for addr in addrs:
+            r = await self.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body))
+            self.check(r, f"update subscription group on {addr}")
+        return addrs
+
+    # --- offsets ---------------------------------------------------------------------------------------
+    async def _offset(self, code: int, addr: str, topic: str, queue_id: int, **more: object) -> int:
+        r = await self.invoke(addr, create_request(code, {"topic": topic, "queueId": queue_id, **more}))
+        return _int(self.check(r, f"{request_code_name(code)} of {topic}:{queue_id}").header.get_str("offset", "0"))
+
+    async def min_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        return await self._offset(RequestCode.GET_MIN_OFFSET, addr, topic, queue_id)
+
+    async def max_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        return await self._offset(RequestCode.GET_MAX_OFFSET, addr, topic, queue_id)
+
+    async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp: int) -> int:
+        return await self._offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr, topic, queue_id, timestamp=timestamp)
+
+    # --- messages ---------------------------------------------------------------------------------------
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        """``viewMessage`` by an offset message id: VIEW_MESSAGE_BY_ID at the store host inside the id."""
+        try:
+            (host, port), offset = decode_offset_message_id(offset_msg_id)
+        except (MessageIdError, ValueError) as exc:
+            raise NotFoundError(f"not an offset message id: {exc}") from None
+        if not 0 < port < 65536:
+            raise NotFoundError(f"{offset_msg_id} is not an offset message id")
+        addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        r = await self.invoke(addr, create_request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset}))
+        if r.code != ResponseCode.SUCCESS:
+            raise NotFoundError(f"message {offset_msg_id} not found on {addr}: {(r.remark or '').strip()}")
+        msgs = decode_messages(r.body)
+        if not msgs:
+            raise NotFoundError(f"message {offset_msg_id} not found on {addr}")
+        return msgs[0]
+
+    async def query_message(self, topic: str, key: str, *, max_num: int = 64, begin: int = 0,
+                            end: int = 2**63 - 1, unique_key: bool = False) -> list[MessageExt]:  # fmt: skip
+        """``queryMessage``: the index lookup of ``key`` on every broker of the topic's route."""
+        route = await self.topic_route(topic)
+        fields: dict[str, object] = {"topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": begin,
+                                     "endTimestamp": end}  # fmt: skip
+        if unique_key:
+            fields["_UNIQUE_KEY_QUERY"] = "true"
+        found: list[MessageExt] = []
+        for _name, addr in route.master_addrs():
+            r = await self.invoke(addr, create_request(RequestCode.QUERY_MESSAGE, fields), timeout=self.timeout * 3)
+            if r.code == ResponseCode.QUERY_NOT_FOUND:
+                continue
+            for msg in decode_messages(self.check(r, f"query of key {key!r} on {addr}").body):
+                if msg.topic != topic:
+                    continue
+                if unique_key and msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) != key:
+                    continue
+                if not unique_key and key not in msg.key_list():
+                    continue
+                found.append(msg)
+        found.sort(key=lambda m: (m.store_host, m.commit_log_offset))
+        return found[:max_num] if not unique_key else found
+
+    async def query_message_by_id(self, msg_id: str, topic: str | None = None) -> list[MessageExt]:
+        """``queryMsgById``: an offset message id is looked at directly; a client id (``UNIQ_KEY``) is looked up
+        in the index of ``topic``. A client id of a rocketq or Java producer also decodes as an offset id, so
+        that path is tried first only when no topic is given."""
+        if topic:
+            msgs = await self.query_message(topic, msg_id, unique_key=True)
+            if msgs:
+                return msgs[:1] if len({m.commit_log_offset for m in msgs}) == 1 else msgs
+        try:
+            return [await self.view_message(msg_id)]
+        except AdminError as exc:
+            hint = "" if topic else "; give -t TOPIC to look a client message id (UNIQ_KEY) up in the index"
+            raise NotFoundError(f"message {msg_id} not found: {exc}{hint}") from None
+
+    async def pull(self, addr: str, topic: str, queue_id: int, offset: int, max_nums: int = 32, *,
+                   group: str = TOOLS_CONSUMER_GROUP, subscription: str = "*") -> PullResult:  # fmt: skip
+        fields = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset,
+                  "maxMsgNums": max_nums, "sysFlag": PULL_FLAG_SUBSCRIPTION, "commitOffset": 0,
+                  "suspendTimeoutMillis": 0, "subscription": subscription, "subVersion": 0,
+                  "expressionType": "TAG"}  # fmt: skip
+        r = await self.invoke(addr, create_request(RequestCode.PULL_MESSAGE, fields))
+        if r.code not in PULL_STATUS:
+            self.check(r, f"pull {topic}:{queue_id} at {offset} from {addr}")
+        h = r.header
+        msgs = decode_messages(r.body) if r.code == ResponseCode.SUCCESS else []
+        return PullResult(PULL_STATUS[ResponseCode(r.code)], _int(h.get_str("nextBeginOffset", "0")),
+                          _int(h.get_str("minOffset", "0")), _int(h.get_str("maxOffset", "0")), msgs)  # fmt: skip
+
+    async def message_at(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:
+        """``queryMsgByOffset``: the message at one queue offset."""
+        route = await self.topic_route(topic)
+        addr = route.master_addr(broker_name)
+        if addr is None:
+            raise NotFoundError(f"broker {broker_name!r} is not in the route of topic {topic!r}")
+        result = await self.pull(addr, topic, queue_id, offset, 1)
+        if not result.messages:
+            raise NotFoundError(f"no message at {topic} {broker_name}:{queue_id} offset {offset} "
+                                f"({result.status}, queue holds {result.min_offset}..{result.max_offset})")  # fmt: skip
+        return result.messages[0]
+
+    def _next_queue(self, queues: list[tuple[str, int]]) -> tuple[str, int]:
+        self._send_index += 1
+        return queues[self._send_index % len(queues)]
+
+    async def publish_route(self, topic: str) -> tuple[TopicRoute, bool]:
+        """The route a producer sends by: the topic's own, or ``TBW102``'s (True) when the topic has none."""
+        try:
+            return await self.topic_route(topic), False
+        except NotFoundError:
+            try:
+                return await self.topic_route(DEFAULT_TOPIC), True
+            except NotFoundError:
+                raise NotFoundError(f"topic {topic!r} not found, and no broker allows auto-creation "
+                                    f"({DEFAULT_TOPIC} has no route)") from None  # fmt: skip
+
+    async def send_message(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | None = None,
+                           properties: Mapping[str, str] | None = None, broker_name: str | None = None,
+                           queue_id: int | None = None, route: TopicRoute | None = None,
+                           by_default_topic: bool = False,
+                           group: str = ADMIN_PRODUCER_GROUP) -> SendResult:  # fmt: skip
+        """``DefaultMQProducer.send``: SEND_MESSAGE_V2 to the next writable queue (or the one given)."""
+        if route is None:
+            route, by_default_topic = await self.publish_route(topic)
+        queues = route.write_queues(DEFAULT_TOPIC_QUEUE_NUMS if by_default_topic else None)
+        if broker_name is not None:
+            queues = [q for q in queues if q[0] == broker_name]
+            if queue_id is not None:
+                queues = [q for q in queues if q[1] == queue_id]
+            if not queues:
+                raise NotFoundError(f"no writable queue {broker_name}:{'*' if queue_id is None else queue_id} "
+                                    f"in the route of topic {topic!r}")  # fmt: skip
+        if not queues:
+            raise AdminError(f"topic {topic!r} has no writable queue")
+        bname, qid = self._next_queue(queues)
+        addr = route.master_addr(bname)
+        assert addr is not None
+        props: dict[str, str] = {}
+        if keys:
+            props[PROPERTY_KEYS] = keys
+        if tags:
+            props[PROPERTY_TAGS] = tags
+        props[PROPERTY_WAIT_STORE_MSG_OK] = "true"
+        props.update(properties or {})
+        uniq = self._uniq.next_id()
+        props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+        fields = {"a": group, "b": topic, "c": DEFAULT_TOPIC, "d": DEFAULT_TOPIC_QUEUE_NUMS, "e": qid, "f": 0,
+                  "g": time.time_ns() // 1_000_000, "h": 0, "i": properties_to_string(props), "j": 0, "k": False,
+                  "m": False}  # fmt: skip
+        r = await self.invoke(addr, create_request(RequestCode.SEND_MESSAGE_V2, fields, body))
+        if r.code not in SEND_STATUS:
+            self.check(r, f"send to {topic} {bname}:{qid} ({addr})")
+        h = r.header
+        return SendResult(SEND_STATUS[ResponseCode(r.code)], uniq, h.get_str("msgId", ""), bname,
+                          _int(h.get_str("queueId", str(qid))), _int(h.get_str("queueOffset", "-1")))  # fmt: skip
+
+    async def consume(self, topic: str, *, broker_name: str | None = None, queue_id: int | None = None,
+                      offset: int | None = None, begin: int = 0, end: int = 0, count: int = 128,
+                      group: str = TOOLS_CONSUMER_GROUP) -> list[MessageExt]:  # fmt: skip
+        """``consumeMessage``: read up to ``count`` messages of the topic (or one broker / queue), oldest first,
+        without committing anything."""
+        route = await self.topic_route(topic)
+        queues = route.read_queues()
+        if broker_name is not None:
+            queues = [q for q in queues if q[0] == broker_name]
+            if queue_id is not None:
+                queues = [q for q in queues if q[1] == queue_id]
+            if not queues:
+                raise NotFoundError(f"no readable queue {broker_name}:{'*' if queue_id is None else queue_id} "
+                                    f"in the route of topic {topic!r}")  # fmt: skip
+        out: list[MessageExt] = []
+        for bname, qid in queues:
+            if len(out) >= count:
+                break
+            addr = route.master_addr(bname)
+            if addr is None:
+                continue
+            lo = await self.min_offset(addr, topic, qid)
+            hi = await self.max_offset(addr, topic, qid)
+            if begin > 0:
+                lo = max(lo, await self.search_offset(addr, topic, qid, begin))
+            if end > 0:
+                hi = min(hi, await self.search_offset(addr, topic, qid, end))
+            if offset is not None:
+                lo = max(lo, offset)
+            pos = lo
+            while pos < hi and len(out) < count:
+                result = await self.pull(addr, topic, qid, pos, min(32, hi - pos, count - len(out)), group=group)
+                out.extend(result.messages)
+                if result.status == "FOUND" or result.status == "NO_MATCHED_MSG":
+                    if result.next_begin_offset <= pos:
+                        break
+                    pos = result.next_begin_offset
+                else:
+                    break
+        return out[:count]
+
+
+def _plain(value: Any) -> Any:
+    """A decoded body with hashable keys turned into plain values (FrozenObject → dict key text)."""
+    if isinstance(value, Mapping):
+        return {(k if isinstance(k, str | int) else json_compat.dumps(_plain(k))): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+

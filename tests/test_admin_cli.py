@@ -1,0 +1,296 @@
+"""``rocketq admin`` against an in-process name server and broker: every verb, tables and ``--json``, errors.
+
+The servers run on an event loop of their own in a background thread (``ServersInThread``), so that the
+command line (``rocketq.cli.main.main``, which runs ``asyncio.run``) is called exactly as a user calls it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from broker_support import HOST, broker_properties, heartbeat
+from conftest import GOLDEN_STORE
+from rocketq.broker.broker_config import broker_config_from_properties
+from rocketq.broker.broker_controller import BrokerController
+from rocketq.cli.main import main
+from rocketq.namesrv.namesrv_controller import NamesrvController
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import create_request
+from rocketq.remoting.transport import RemotingClient
+
+_T = TypeVar("_T")
+GOLDEN_QUERY = GOLDEN_STORE / "clean" / "mqadmin-queryMsgByKey-shared.txt"
+
+
+class ServersInThread:
+    """A name server and one broker registered with it, served by a loop in a daemon thread."""
+
+    def __init__(self, store: Path) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="admin-test-servers", daemon=True)
+        self.thread.start()
+        self.store = store
+        self.namesrv: NamesrvController | None = None
+        self.broker: BrokerController | None = None
+        self.client: RemotingClient | None = None
+
+    def call(self, coro: Coroutine[Any, Any, _T], timeout: float = 30.0) -> _T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def _start(self) -> None:
+        self.namesrv = NamesrvController(HOST, 0)
+        await self.namesrv.start()
+        props = broker_properties(self.store, namesrvAddr=self.namesrv.address, brokerName="broker-a")
+        self.broker = BrokerController(*broker_config_from_properties(props))
+        await self.broker.start()
+        self.client = RemotingClient(self.broker.broker_addr)
+
+    async def _stop(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+        if self.broker is not None:
+            await self.broker.shutdown()
+        if self.namesrv is not None:
+            await self.namesrv.stop()
+
+    def start(self) -> None:
+        self.call(self._start())
+
+    def stop(self) -> None:
+        try:
+            self.call(self._stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+    @property
+    def ns(self) -> str:
+        assert self.namesrv is not None
+        return self.namesrv.address
+
+    @property
+    def broker_addr(self) -> str:
+        assert self.broker is not None
+        return self.broker.broker_addr
+
+
+@pytest.fixture()
+def servers(tmp_path: Path) -> Iterator[ServersInThread]:
+    s = ServersInThread(tmp_path / "store")
+    try:
+        s.start()
+        yield s
+    finally:
+        s.stop()
+
+
+def admin(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["admin", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def admin_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    code, out, err = admin(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_topics_send_query_consume(servers: ServersInThread, capsys: pytest.CaptureFixture[str]) -> None:
+    ns = servers.ns
+    code, out, err = admin(capsys, "-n", ns, "updateTopic", "-c", "DefaultCluster", "-t", "AdminT", "-r", "3",
+                           "-w", "3")  # fmt: skip
+    assert code == 0, err
+    assert f"create topic to {servers.broker_addr} success." in out and "readQueueNums=3" in out
+    route = admin_json(capsys, "-n", ns, "topicRoute", "-t", "AdminT")
+    assert route["queueDatas"] == [{"brokerName": "broker-a", "perm": 6, "readQueueNums": 3, "topicSysFlag": 0,
+                                    "writeQueueNums": 3}]  # fmt: skip
+    assert route["brokerDatas"][0]["brokerAddrs"] == {"0": servers.broker_addr}
+    code, out, _ = admin(capsys, "-n", ns, "topicRoute", "-t", "AdminT", "-l")
+    assert out.splitlines()[0].startswith("#ClusterName") and "broker-a" in out and "Total: 1 broker(s)" in out
+
+    sent = admin_json(capsys, "-n", ns, "sendMessage", "-t", "AdminT", "-p", "héllo", "-c", "TagA", "-k", "k1 k2",
+                      "--property", "color=red", "--count", "6")["results"]  # fmt: skip
+    assert len(sent) == 6 and {r["sendStatus"] for r in sent} == {"SEND_OK"}
+    assert sorted(r["queueId"] for r in sent) == [0, 0, 1, 1, 2, 2]  # round robin over the 3 queues
+    code, out, _ = admin(capsys, "-n", ns, "sendMessage", "-t", "AdminT", "-p", "one", "-b", "broker-a", "-i", "2")
+    assert out.splitlines()[0].split() == ["#Broker", "Name", "#QID", "#Send", "Result", "#MsgId"]
+    assert out.splitlines()[1].split()[:3] == ["broker-a", "2", "SEND_OK"]
+    assert servers.call(asyncio.to_thread(servers.broker.store.wait_dispatched, 5.0))  # type: ignore[union-attr]
+
+    stats = admin_json(capsys, "-n", ns, "topicStatus", "-t", "AdminT")["queues"]
+    assert [(q["queueId"], q["minOffset"], q["maxOffset"]) for q in stats] == [(0, 0, 2), (1, 0, 2), (2, 0, 3)]
+    code, out, _ = admin(capsys, "-n", ns, "topicStatus", "-t", "AdminT")
+    assert out.splitlines()[0].split()[:4] == ["#Broker", "Name", "#QID", "#Min"] and len(out.splitlines()) == 4
+
+    msgs = admin_json(capsys, "-n", ns, "consumeMessage", "-t", "AdminT")["messages"]
+    assert len(msgs) == 7
+    first = next(m for m in msgs if m["uniqKey"] == sent[0]["msgId"])
+    assert (first["tags"], first["keys"], first["properties"]["color"]) == ("TagA", "k1 k2", "red")
+    assert first["msgId"] == sent[0]["offsetMsgId"]
+    import base64
+
+    assert base64.b64decode(first["body"]).decode() == "héllo"
+    assert len(admin_json(capsys, "-n", ns, "consumeMessage", "-t", "AdminT", "-c", "2")["messages"]) == 2
+    only = admin_json(capsys, "-n", ns, "consumeMessage", "-t", "AdminT", "-b", "broker-a", "-i", "2", "-o", "2")
+    assert [m["body"] for m in only["messages"]] == [base64.b64encode(b"one").decode()]
+    code, out, _ = admin(capsys, "-n", ns, "consumeMessage", "-t", "AdminT")
+    assert "7 message(s)" in out and "héllo" in out and "TagA" in out
+
+    by_key = admin_json(capsys, "-n", ns, "queryMsgByKey", "-t", "AdminT", "-k", "k2")["messages"]
+    assert sorted(m["uniqKey"] for m in by_key) == sorted(r["msgId"] for r in sent)
+    code, out, _ = admin(capsys, "-n", ns, "queryMsgByKey", "-t", "AdminT", "-k", "k1")
+    golden_header = GOLDEN_QUERY.read_text().splitlines()[0]
+    assert out.splitlines()[0] == golden_header  # mqadmin 4.9.4's layout
+    assert len(out.splitlines()) == 7
+
+    by_offset_id = admin_json(capsys, "-n", ns, "queryMsgById", "-i", sent[1]["offsetMsgId"])["messages"]
+    assert by_offset_id[0]["uniqKey"] == sent[1]["msgId"]
+    by_uniq = admin_json(capsys, "-n", ns, "queryMsgById", "-t", "AdminT", "-i", sent[2]["msgId"])["messages"]
+    assert [m["msgId"] for m in by_uniq] == [sent[2]["offsetMsgId"]]
+    code, out, _ = admin(capsys, "-n", ns, "queryMsgById", "-i", sent[3]["offsetMsgId"])
+    assert "Topic:               AdminT" in out and "Message Body:        héllo" in out
+    assert "Tags:                [TagA]" in out
+
+    at = admin_json(capsys, "-n", ns, "queryMsgByOffset", "-t", "AdminT", "-b", "broker-a", "-i", "2", "-o", "2")
+    assert base64.b64decode(at["messages"][0]["body"]) == b"one"
+    code, _, err = admin(capsys, "-n", ns, "queryMsgByOffset", "-t", "AdminT", "-b", "broker-a", "-i", "2", "-o", "9")
+    assert code == 1 and err.startswith("rocketq: error: no message at AdminT broker-a:2 offset 9")
+
+    assert "AdminT" in admin_json(capsys, "-n", ns, "topicList")["topicList"]
+    code, out, _ = admin(capsys, "-n", ns, "topicList")
+    assert "AdminT" in out.splitlines()
+
+    code, out, err = admin(capsys, "-n", ns, "deleteTopic", "-c", "DefaultCluster", "-t", "AdminT")
+    assert code == 0, err
+    code, _, err = admin(capsys, "-n", ns, "topicRoute", "-t", "AdminT")
+    assert code == 1 and err == "rocketq: error: topic 'AdminT' not found: the name server has no route for it\n"
+
+
+def test_ordered_topic_writes_order_conf(servers: ServersInThread, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = admin(capsys, "-n", servers.ns, "updateTopic", "-c", "DefaultCluster", "-t", "OrderT", "-o",
+                         "true", "-r", "2", "-w", "2")  # fmt: skip
+    assert code == 0, err
+    route = admin_json(capsys, "-n", servers.ns, "topicRoute", "-t", "OrderT")
+    assert route["orderTopicConf"] == "broker-a:2"  # the ORDER_TOPIC_CONFIG KV entry, served with the route
+    code, _, err = admin(capsys, "-n", servers.ns, "updateTopic", "-c", "DefaultCluster", "-t", "T", "-o", "maybe")
+    assert code == 2 and "expected true or false" in err
+
+
+def test_send_auto_creates_topic(servers: ServersInThread, capsys: pytest.CaptureFixture[str]) -> None:
+    sent = admin_json(capsys, "-n", servers.ns, "sendMessage", "-t", "Fresh", "-p", "x", "--count", "5")["results"]
+    assert len(sent) == 5 and all(r["sendStatus"] == "SEND_OK" for r in sent)
+    route = admin_json(capsys, "-n", servers.ns, "topicRoute", "-t", "Fresh")
+    assert route["queueDatas"][0]["writeQueueNums"] == 4  # TBW102 route, defaultTopicQueueNums 4
+    assert len({r["queueId"] for r in sent}) > 1
+
+
+def test_cluster_broker_and_groups(servers: ServersInThread, capsys: pytest.CaptureFixture[str]) -> None:
+    ns = servers.ns
+    info = admin_json(capsys, "-n", ns, "clusterList")
+    assert info["clusterAddrTable"] == {"DefaultCluster": ["broker-a"]}
+    assert info["brokers"][0]["addr"] == servers.broker_addr and info["brokers"][0]["version"].startswith("V")
+    code, out, _ = admin(capsys, "-n", ns, "clusterList")
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["#Cluster", "Name", "#Broker"] and lines[1].split()[:4] == [
+        "DefaultCluster", "broker-a", "0", servers.broker_addr]  # fmt: skip
+    code, out, _ = admin(capsys, "-n", ns, "clusterList", "-m")
+    assert "#InTotalToday" in out and "broker-a" in out
+    code, _, err = admin(capsys, "-n", ns, "clusterList", "-c", "Other")
+    assert code == 1 and "cluster 'Other' not found" in err
+
+    status = admin_json(capsys, "-n", ns, "brokerStatus", "-b", servers.broker_addr)
+    assert status[servers.broker_addr]["brokerRole"] == "ASYNC_MASTER"
+    code, out, _ = admin(capsys, "-n", ns, "brokerStatus", "-c", "DefaultCluster")
+    assert f"{servers.broker_addr:<24} brokerRole" in out
+
+    code, out, err = admin(capsys, "-n", ns, "updateSubGroup", "-b", servers.broker_addr, "-g", "AdminG", "-r", "3")
+    assert code == 0, err
+    groups = servers.broker.subscription_group_manager.table.subscription_group_table  # type: ignore[union-attr]
+    assert groups["AdminG"].retry_max_times == 3
+
+    # A live consumer of group AdminG (heartbeat on a connection held in the server thread) with offsets.
+    async def consumer() -> None:
+        assert servers.client is not None
+        await servers.client.invoke(create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": "GT", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}))  # fmt: skip
+        r = await servers.client.invoke(heartbeat("127.0.0.1@admin-test", "AdminG", {"GT": "TagA || TagB"}))
+        assert r.code == ResponseCode.SUCCESS
+        for q, off in ((0, 0), (1, 0)):
+            await servers.client.invoke(create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                "consumerGroup": "AdminG", "topic": "GT", "queueId": q, "commitOffset": off}))  # fmt: skip
+
+    servers.call(consumer())
+    admin(capsys, "-n", ns, "sendMessage", "-t", "GT", "-p", "a", "--count", "4")
+    deadline = time.monotonic() + 5
+    while True:
+        progress = admin_json(capsys, "-n", ns, "consumerProgress", "-g", "AdminG")
+        if progress["diffTotal"] == 4 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert [(q["topic"], q["queueId"], q["brokerOffset"], q["consumerOffset"]) for q in progress["queues"]] == [
+        ("GT", 0, 2, 0), ("GT", 1, 2, 0)]  # fmt: skip
+    code, out, _ = admin(capsys, "-n", ns, "consumerProgress", "-g", "AdminG")
+    assert "Diff Total: 4" in out and out.splitlines()[0].startswith("#Topic")
+    everyone = admin_json(capsys, "-n", ns, "consumerProgress")["groups"]
+    row = next(g for g in everyone if g["group"] == "AdminG")
+    assert (row["count"], row["model"], row["type"], row["diffTotal"]) == (1, "CLUSTERING", "PUSH", 4)
+
+    cc = admin_json(capsys, "-n", ns, "consumerConnection", "-g", "AdminG")
+    assert [c["clientId"] for c in cc["connectionSet"]] == ["127.0.0.1@admin-test"]
+    assert cc["subscriptionTable"]["GT"]["subString"] == "TagA || TagB"
+    code, out, _ = admin(capsys, "-n", ns, "consumerConnection", "-g", "AdminG")
+    assert "127.0.0.1@admin-test" in out and "MessageModel: CLUSTERING" in out and "TagA || TagB" in out
+    code, _, err = admin(capsys, "-n", ns, "consumerConnection", "-g", "Nobody")
+    assert code == 1 and err == "rocketq: error: consumer group 'Nobody' is not online\n"
+
+
+def test_errors_are_one_line(servers: ServersInThread, capsys: pytest.CaptureFixture[str]) -> None:
+    cases: list[tuple[list[str], str]] = [
+        (["-n", "127.0.0.1:1", "topicList"], "rocketq: error: cannot reach name server 127.0.0.1:1: "),
+        (["-n", "nohost", "topicList"], "rocketq: error: not a name server address (host:port): 'nohost'"),
+        (["-n", servers.ns, "topicStatus", "-t", "Nope"], "rocketq: error: topic 'Nope' not found"),
+        (["-n", servers.ns, "queryMsgByKey", "-t", "Nope", "-k", "k"], "rocketq: error: topic 'Nope' not found"),
+        (["-n", servers.ns, "consumeMessage", "-t", "Nope"], "rocketq: error: topic 'Nope' not found"),
+        (["-n", servers.ns, "deleteTopic", "-c", "DefaultCluster", "-t", "Nope"], "rocketq: error: topic 'Nope'"),
+        (["-n", servers.ns, "updateTopic", "-c", "NoCluster", "-t", "T"], "rocketq: error: cluster 'NoCluster'"),
+        (["-n", servers.ns, "updateTopic", "-b", "127.0.0.1:1", "-t", "T"], "rocketq: error: cannot reach broker"),
+        (["-n", servers.ns, "updateTopic", "-b", servers.broker_addr, "-t", "TBW102"],
+         "rocketq: error: create topic 'TBW102' on"),
+        (["-n", servers.ns, "queryMsgById", "-i", "00"], "rocketq: error: message 00 not found"),
+        (["-n", servers.ns, "consumerProgress", "-g", "Nobody"], "rocketq: error: no consume stats for group"),
+        (["-n", servers.ns, "sendMessage", "-t", "T", "-p", "x", "-i", "1"], "rocketq: error: a queue (-i) needs"),
+    ]  # fmt: skip
+    for argv, prefix in cases:
+        code, out, err = admin(capsys, *argv)
+        assert code == 1 and out == "" and err.startswith(prefix) and err.count("\n") == 1, (argv, err)
+    code, _, err = admin(capsys, "-n", servers.ns, "updateTopic", "-t", "T")  # neither -b nor -c
+    assert code == 2 and err.startswith("rocketq: error: one of the arguments -b/--brokerAddr -c/--clusterName")
+    code, _, err = admin(capsys, "-n", servers.ns)
+    assert code == 1 and "choose a verb" in err
+
+
+def test_help_of_every_verb(capsys: pytest.CaptureFixture[str]) -> None:
+    from rocketq.cli.admin_cmd import _VERBS
+
+    assert len(_VERBS) == 15
+    for name in _VERBS:
+        code, out, _ = admin(capsys, name, "--help")
+        assert code == 0 and "example:\n  rocketq admin -n 127.0.0.1:9876 " + name in out, name
+
+
+def test_namesrv_addr_from_environment(servers: ServersInThread, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("NAMESRV_ADDR", f"127.0.0.1:1;{servers.ns}")  # the first one is down: the second answers
+    code, out, err = admin(capsys, "topicList")
+    assert code == 0 and "TBW102" in out.splitlines(), err
