@@ -59,3 +59,28 @@ def copy_store(src: Path, dst: Path) -> Path:
     for p in [dst, *dst.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
     return dst
+
+
+# --- Spark (tests marked ``spark``) -------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The one local SparkSession of the test run (local[2], loopback, rocketq sources registered)."""
+    pytest.importorskip("pyspark")
+    from rocketq.spark.session import get_session
+
+    session, created = get_session(
+        "local[2]",
+        app_name="rocketq-tests",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
+            "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        },
+    )
+    session.sparkContext.setLogLevel("OFF")  # intentionally failing tasks would print stack traces
+    yield session
+    if created:
+        session.stop()

@@ -1,0 +1,186 @@
+"""``rocketq spark rebuild | export | stats | query``, run in process on the shared SparkSession.
+
+The central check: a rebuild of a store whose ``consumequeue/`` and ``index/``
+were deleted writes byte for byte what the store's own dispatch writes (the
+golden store's files, written by RocketMQ 4.9.4; and a rocketq store's, rebuilt
+by :class:`MessageStore` itself), index file names aside.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GOLDEN_STORE, copy_store
+from rocketq.cli.main import main
+from rocketq.common.message import Message, MessageExt
+from rocketq.store.message_store import MessageStore
+from rocketq.store.store_config import MessageStoreConfig
+
+pytestmark = pytest.mark.spark
+
+CLEAN = GOLDEN_STORE / "clean"
+CONF = str(CLEAN / "broker.conf")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str | os.PathLike[str]) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def files_of(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def assert_same_dispatch(got: Path, want: Path) -> None:
+    """Consume queues equal file by file; index files equal in creation (name) order."""
+    assert files_of(got / "consumequeue") == files_of(want / "consumequeue")
+    a = [p.read_bytes() for p in sorted((got / "index").iterdir())]
+    b = [p.read_bytes() for p in sorted((want / "index").iterdir())]
+    assert len(a) == len(b) and a == b
+
+
+def test_rebuild_golden_store(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = copy_store(CLEAN / "store", tmp_path / "store")
+    shutil.rmtree(store / "consumequeue")
+    shutil.rmtree(store / "index")
+    code, out, _ = run(capsys, "spark", "rebuild", store, "-c", CONF, "-q", "--max-partition-bytes", "300000")
+    assert code == 0, out
+    assert "1574 records" in out and "20 queues, 1574 units" in out and "2 files, 4818 keys" in out
+    assert_same_dispatch(store, CLEAN / "store")
+    assert not list(store.glob(".rebuild-*"))
+
+
+def _store_config(root: Path) -> MessageStoreConfig:
+    return MessageStoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=64 * 1024,
+                              mapped_file_size_consume_queue=20 * 40, max_hash_slot_num=16,
+                              max_index_num=50)  # fmt: skip
+
+
+def _write_store(root: Path, keyed: int, keyless: int) -> None:
+    """*keyed* messages with one index key each (their UNIQ_KEY), then *keyless* with none."""
+    with MessageStore(_store_config(root)) as store:
+        for i in range(keyed):
+            assert store.put_message(Message(f"T{i % 3}", b"x" * (i % 300), 0, {"TAGS": f"t{i % 5}"}), i % 2).ok
+        for i in range(keyless):
+            msg = MessageExt("Keyless", b"y" * 50, 0, {"TAGS": "none"}, queue_id=i % 3)
+            assert store.put_message(msg).ok
+        assert store.wait_dispatched(30)
+
+
+def _dispatch_by_store(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("consumequeue", "index"))
+    with MessageStore(_store_config(dst)):
+        pass  # opening dispatches the whole commit log into new consume queues and index
+    return dst
+
+
+@pytest.mark.parametrize(("keyed", "keyless"), [(1000, 7), (98, 600), (98, 3), (0, 20)])
+def test_rebuild_equals_the_stores_dispatch(spark: Any, tmp_path: Path, keyed: int, keyless: int) -> None:
+    """Several commit-log, consume-queue and index files; last index file exactly full (98 keys = 2 x 49)
+    with later dispatch batches (one more, empty, file) or none; no keys at all (one empty file)."""
+    from rocketq.spark.rebuild import rebuild
+
+    src = tmp_path / "src"
+    _write_store(src, keyed, keyless)
+    want = _dispatch_by_store(src, tmp_path / "want")
+    got = tmp_path / "got"
+    shutil.copytree(src, got, ignore=shutil.ignore_patterns("consumequeue", "index"))
+    report = rebuild(spark, _store_config(got), max_partition_bytes=20_000)
+    assert report.records == keyed + keyless
+    assert_same_dispatch(got, want)
+    if (keyed, keyless) == (98, 600):
+        assert report.index_files == 3  # the empty third file of the store's quirk
+    if keyed == 0:
+        assert report.index_files == 1
+
+
+def test_export_parquet_and_json(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "pq"
+    code, text, _ = run(capsys, "spark", "export", CLEAN / "store", out, "-q")
+    assert code == 0 and "exported 1574 messages" in text
+    assert (out / "topic=GoldenTopicA" / "date=2026-11-22").is_dir()
+    back = spark.read.parquet(str(out))
+    assert back.count() == 1574
+    assert back.where("topic = 'GoldenBig'").first()["storeSize"] == 1000193
+    code, _, err = run(capsys, "spark", "export", CLEAN / "store", out, "-q")
+    assert code == 1 and "already exists" in err.lower()
+    out = tmp_path / "js"
+    code, text, _ = run(capsys, "spark", "export", CLEAN / "store", out, "--format", "json", "-q")
+    assert code == 0 and "json files" in text
+    lines = [json.loads(line) for p in out.rglob("*.json") for line in p.read_text().splitlines()]
+    assert len(lines) == 1574 and {"msgId", "body", "keys", "properties"} <= set(lines[0])
+
+
+def test_stats(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chart = tmp_path / "rate.png"
+    code, out, _ = run(capsys, "spark", "stats", CLEAN / "store", "--chart", chart, "-q")
+    assert code == 0
+    assert "1574 messages in 11 topics, 20 queues" in out
+    row = next(line for line in out.splitlines() if line.startswith("GoldenTopicA") and " all " in line)
+    assert row.split()[2:4] == ["1420", "1895360"]
+    assert "GoldenTopicB: top tags TagB (60), TagC (30)" in out and "shared (120)" in out
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, out, _ = run(capsys, "spark", "stats", CLEAN / "store", "--chart", "-", "--json", "-q")
+    doc = json.loads(out)
+    assert doc["bucketSeconds"] == 1 and sum(q["messages"] for q in doc["queues"]) == 1574
+
+
+def test_query(spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "spark", "query", CLEAN / "store", "--key", "shared", "--topic", "GoldenTopicB",
+                         "--json", "-q")  # fmt: skip
+    found = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(found) == 120 and err.strip() == "120 messages"
+    assert all("shared" in m["keys"] for m in found)
+    code, out, _ = run(capsys, "spark", "query", CLEAN / "store", "--key", "a-7", "--json", "-q")
+    topics = sorted(json.loads(line)["topic"] for line in out.splitlines())
+    assert topics == ["%RETRY%GoldenConsumerGroup", "GoldenTopicA", "SCHEDULE_TOPIC_XXXX"]
+    first = json.loads(out.splitlines()[0])
+    ts = first["storeTimestamp"]
+    code, out, _ = run(capsys, "spark", "query", CLEAN / "store", "--time-range", str(ts), str(ts), "--json", "-q")
+    assert code == 0 and first["msgId"] in {json.loads(line)["msgId"] for line in out.splitlines()}
+    code, out, err = run(capsys, "spark", "query", CLEAN / "store", "--key", "no-such-key", "-q")
+    assert code == 1 and out == ""
+
+
+def test_cli_errors(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "spark", "stats", tmp_path / "nothing", "-q")
+    assert code == 1 and err.startswith("rocketq: error:") and "no such directory" in err
+    store = copy_store(CLEAN / "store", tmp_path / "store")
+    path = store / "commitlog" / f"{0:020d}"
+    data = bytearray(path.read_bytes())
+    data[272 + 4] ^= 0xFF  # the magic code of the second record
+    path.write_bytes(bytes(data))
+    code, _, err = run(capsys, "spark", "export", store, tmp_path / "out", "-q")
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "commit-log offset 272" in err
+    code, _, err = run(capsys, "spark", "rebuild", store, "-c", CONF, "-q")
+    assert code == 1 and "commit-log offset 272" in err
+    assert (store / "consumequeue").is_dir()  # a failed rebuild leaves the store as it was
+    code, _, err = run(capsys, "spark", "query", store, "-q")
+    assert code == 2 and "--key" in err
+
+
+def test_entry_script_and_package(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """``spark-submit .../rocketq/spark/__main__.py <job>`` is ``rocketq spark <job>``; ``package`` zips it."""
+    import runpy
+    import sys
+    import zipfile
+
+    monkeypatch.setattr(sys, "argv", ["__main__.py", "query", str(CLEAN / "store"), "--key", "big-0", "--json"])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_module("rocketq.spark", run_name="__main__")
+    assert exit_info.value.code == 0
+    found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [m["topic"] for m in found] == ["GoldenBig"] and found[0]["storeSize"] == 1000193
+    code, out, _ = run(capsys, "spark", "package", tmp_path / "pkg.zip")
+    assert code == 0 and "__main__.py" in out
+    names = zipfile.ZipFile(tmp_path / "pkg.zip").namelist()
+    assert "rocketq/spark/source.py" in names and "rocketq/cli/main.py" in names
