@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench,spark]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -23,7 +23,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 start: $(STAMP)
-	@echo "make start: the name server and broker are not built yet (see README)."; exit 1
+	$(BIN)/rocketq start $(ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/store_bench.py

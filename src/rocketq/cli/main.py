@@ -2,7 +2,7 @@
 
 Groups are registered in :data:`GROUPS`, each from a module of its own:
 ``store`` (:mod:`rocketq.cli.store_cmd`), ``namesrv``
-(:mod:`rocketq.cli.namesrv_cmd`).
+(:mod:`rocketq.cli.namesrv_cmd`), ``spark`` (:mod:`rocketq.cli.spark_cmd`).
 
 Errors a user can cause (a wrong path, a directory that is not a store, a bad
 option or config file) end the program with one line on stderr,
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from rocketq.cli import namesrv_cmd, store_cmd
+from rocketq.cli import admin_cmd, broker_cmd, client_cmd, namesrv_cmd, spark_cmd, store_cmd
 from rocketq.common.errors import RocketqError
 
 PROG = "rocketq"
@@ -28,6 +28,12 @@ PROG = "rocketq"
 GROUPS: list[tuple[str, Callable[[argparse._SubParsersAction], None]]] = [  # type: ignore[type-arg]
     ("store", store_cmd.register),
     ("namesrv", namesrv_cmd.register),
+    ("broker", broker_cmd.register_broker),
+    ("start", broker_cmd.register_start),
+    ("admin", admin_cmd.register),
+    ("produce", client_cmd.register_produce),
+    ("consume", client_cmd.register_consume),
+    ("spark", spark_cmd.register),
 ]
 
 
