@@ -609,7 +609,7 @@ def test_async_flush_service_flushes_on_its_interval_and_updates_the_checkpoint(
         for i in range(30):
             r = store.put_message(Message("Async", bytes(900), 0, {"KEYS": f"a{i}"}), 0)
         assert r is not None and r.ok
-        assert store.get_flushed_offset() < r.wrote_offset + r.wrote_bytes  # a put does not flush
+        assert store.services.group_commit is None and store.services.flush_real_time is not None
         assert store.wait_dispatched()
         deadline = time.monotonic() + 10
         cp = None
@@ -642,11 +642,10 @@ def test_checkpoint_never_claims_unflushed_consume_queue_data(tmp_path: Path, mo
 def test_transient_store_pool_reads_see_only_committed_bytes(tmp_path: Path) -> None:
     cfg = small_config(tmp_path / "s", flush_disk_type=ASYNC_FLUSH, transient_store_pool_enable=True,
                        transient_store_pool_size=2, commit_interval_commit_log=60_000,
-                       commit_commit_log_thorough_interval=10**9, commit_commit_log_least_pages=10**6)  # fmt: skip
+                       commit_commit_log_thorough_interval=10**14, commit_commit_log_least_pages=10**6)  # fmt: skip
     with MessageStore(cfg) as store:
         pool = store.services.pool
-        assert pool is not None and store.services.commit is not None
-        store.services.commit.last_commit_timestamp = 10**15  # hold the commit service back
+        assert pool is not None and store.services.commit is not None  # and it commits only full files
         r = store.put_message(Message("Pool", b"pooled" * 10, 0, {}), 0)  # the first file: from the pool
         assert r.ok
         mf = store.commit_log.mapped_file_queue.last()
@@ -659,11 +658,17 @@ def test_transient_store_pool_reads_see_only_committed_bytes(tmp_path: Path) -> 
         assert store.look_message_by_offset(r.wrote_offset).body == b"pooled" * 10
         assert store.wait_dispatched()
         # Many files through a pool of two buffers: they are given back and reused.
-        store.services.commit.last_commit_timestamp = 0
-        results = [store.put_message(Message("Pool", bytes([i]) * 3000, 0, {"KEYS": f"p{i}"}), i % 2)
-                   for i in range(120)]  # fmt: skip
+        pool.grace_s = 0
+        results = []
+        for i in range(120):
+            results.append(store.put_message(Message("Pool", bytes([i]) * 3000, 0, {"KEYS": f"p{i}"}), i % 2))
+            if i % 10 == 9:
+                store.services.commit.commit_once(0)
+                assert store.wait_dispatched()
         store.services.commit.commit_once(0)
         assert all(x.ok for x in results) and store.wait_dispatched()
+        pooled = [f for f in store.commit_log.mapped_file_queue.files if type(f).__name__ == "PooledMappedFile"]
+        assert len(pooled) > 2  # more pooled files than buffers: buffers came back and went out again
     with MessageStore(small_config(tmp_path / "s")) as store:
         assert store.last_exit_ok and store.get_max_phy_offset() == results[-1].wrote_offset + results[-1].wrote_bytes
         for i, x in enumerate(results):
