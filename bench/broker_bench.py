@@ -541,7 +541,7 @@ def measure_consume(system: str, args: argparse.Namespace, addr: str, ends: list
 
 
 def create_topic(namesrv: str, broker: str) -> None:
-    from rocketq.tools.admin import MQAdmin
+    from rocketq.client.admin import MQAdmin
 
     async def create() -> None:
         async with MQAdmin(namesrv) as admin:

@@ -30,10 +30,10 @@ import pytest
 
 from broker_support import HOST, run, running_broker, settle
 from rocketq.broker.broker_controller import BrokerController
+from rocketq.client.admin import MQAdmin
 from rocketq.namesrv.namesrv_controller import NamesrvController
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import create_request
-from rocketq.tools.admin import MQAdmin
 
 TESTS = Path(__file__).resolve().parent
 JS_DIR = TESTS / "js"

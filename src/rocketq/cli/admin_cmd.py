@@ -7,7 +7,7 @@ one JSON document with ``--json`` (before or after the verb). ``-n`` may be give
 and falls back to ``NAMESRV_ADDR``; several name servers are separated by ``;``. Boolean options take a
 value, as in mqadmin (``-o true``).
 
-The calls themselves live in :mod:`rocketq.tools.admin`; a failure (no name server at the address, an
+The calls themselves live in :mod:`rocketq.client.admin`; a failure (no name server at the address, an
 unknown topic, cluster, group or message, a broker that refuses) is one ``rocketq: error: ...`` line on
 stderr and exit status 1 (see :mod:`rocketq.cli.main`).
 """
@@ -24,19 +24,19 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rocketq.common import json_compat
-from rocketq.common.message import MessageExt
-from rocketq.common.message_json import host_to_string, message_to_dict
-from rocketq.remoting.codes import RequestCode, ResponseCode
-from rocketq.remoting.command import create_request
-from rocketq.tools.admin import (
+from rocketq.client.admin import (
     RETRY_GROUP_TOPIC_PREFIX,
     TOOLS_CONSUMER_GROUP,
     AdminError,
     MQAdmin,
     NotFoundError,
-    TopicRoute,
+    TopicRouteData,
 )
+from rocketq.common import json_compat
+from rocketq.common.message import MessageExt
+from rocketq.common.message_json import host_to_string, message_to_dict
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import create_request
 
 Verb = Callable[[MQAdmin, argparse.Namespace], Awaitable[Any]]
 _VERBS: dict[str, Verb] = {}
@@ -284,7 +284,7 @@ async def topic_route(admin: MQAdmin, args: argparse.Namespace) -> None:
     _print_route_list(route)
 
 
-def _print_route_list(route: TopicRoute) -> None:
+def _print_route_list(route: TopicRouteData) -> None:
     print(f"{'#ClusterName':<45} {'#BrokerName':<32} {'#BrokerAddrs':<50} {'#ReadQueue':<10} {'#WriteQueue':<10} "
           "#Perm")  # fmt: skip
     total_read = total_write = 0
@@ -645,7 +645,9 @@ async def send_message(admin: MQAdmin, args: argparse.Namespace) -> None:
         print(f"{r.broker_name:<32}  {r.queue_id!s:<4}  {r.status:<20}    {r.msg_id}")
 
 
-async def _fresh_route(admin: MQAdmin, topic: str, route: TopicRoute, by_default: bool) -> tuple[TopicRoute, bool]:
+async def _fresh_route(
+    admin: MQAdmin, topic: str, route: TopicRouteData, by_default: bool
+) -> tuple[TopicRouteData, bool]:
     for _ in range(20):
         try:
             return await admin.topic_route(topic), False

@@ -7,6 +7,7 @@ Mirrors the Java client of RocketMQ 4.9 (``org.apache.rocketmq.client``), one co
 - ``pull_consumer``: ``PullConsumer``, pulls at an offset (with long polling);
 - ``lite_pull_consumer``: ``LitePullConsumer``, ``poll()`` over subscribed or assigned queues;
 - ``blocking``: the same four for code without an event loop (context managers, iterators);
+- ``admin``: ``MQAdmin``, the admin API behind ``rocketq admin`` (``DefaultMQAdminExt``), over raw remoting;
 - ``client_instance`` (``MQClientInstance``), ``mq_client_api`` (``MQClientAPIImpl``), ``route``,
   ``heartbeat``, ``rebalance``, ``allocate_strategy``, ``offset_store``, ``process_queue``, ``pull_api``,
   ``consume_concurrently``, ``consume_orderly``, ``fault_strategy``, ``queue_selector``, ``listener``,

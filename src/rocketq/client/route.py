@@ -1,9 +1,8 @@
-"""Topic routes as a client uses them: Java's ``TopicRouteData``, ``QueueData``, ``BrokerData`` and
-``TopicPublishInfo``, and ``MQClientInstance.topicRouteData2TopicPublishInfo`` / ``…2TopicSubscribeInfo``.
+"""Topic routes as a client uses them: Java's ``TopicPublishInfo`` and
+``MQClientInstance.topicRouteData2TopicPublishInfo`` / ``…2TopicSubscribeInfo``.
 
-A route (remoting-protocol §7.1, §8.2) says which brokers host a topic (QueueData: read/write queue
-counts, permission bits) and where those brokers are (BrokerData: broker id → ``ip:port``, id 0 the
-master). Either JSON form (bare or quoted integer broker ids) is read. From a route:
+The route data itself (``TopicRouteData``, ``QueueData``, ``BrokerData``) is defined once in
+:mod:`rocketq.common.route` and re-exported here. From a route:
 
 - publish queues: for each QueueData with the WRITE bit whose broker has a master, queues
   ``0 … writeQueueNums−1`` (an ``orderTopicConf`` ``broker:n;broker:n`` replaces this);
@@ -16,10 +15,17 @@ import itertools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from rocketq.client.message_queue import MessageQueue
-from rocketq.common import json_compat
+from rocketq.common.route import (
+    MASTER_ID,
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    BrokerData,
+    QueueData,
+    TopicRouteData,
+)
 
 __all__ = [
     "MASTER_ID",
@@ -35,67 +41,9 @@ __all__ = [
     "route_to_subscribe_info",
 ]
 
-MASTER_ID = 0
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
-
-
-@dataclass(slots=True)
-class QueueData:
-    broker_name: str = ""
-    read_queue_nums: int = 0
-    write_queue_nums: int = 0
-    perm: int = 6
-    topic_sys_flag: int = field(default=0, metadata={"aliases": ("topicSynFlag",)})
-
-
-@dataclass(slots=True)
-class BrokerData:
-    cluster: str = ""
-    broker_name: str = ""
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-
-    def select_broker_addr(self) -> str | None:
-        """The master's address, else any replica's (``BrokerData.selectBrokerAddr``)."""
-        addr = self.broker_addrs.get(MASTER_ID)
-        if addr is None and self.broker_addrs:
-            return random.choice(list(self.broker_addrs.values()))
-        return addr
-
-
-@dataclass(slots=True)
-class TopicRouteData:
-    queue_datas: list[QueueData] = field(default_factory=list)
-    broker_datas: list[BrokerData] = field(default_factory=list)
-    order_topic_conf: str | None = None
-    filter_server_table: dict[str, Any] = field(default_factory=dict)
-
-    def same_as(self, other: TopicRouteData | None) -> bool:
-        """Whether a refreshed route changed anything a client acts on (``topicRouteDataIsChange``)."""
-        if other is None:
-            return False
-
-        def key(r: TopicRouteData) -> tuple[Any, ...]:
-            qds = sorted((q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
-                         for q in r.queue_datas)  # fmt: skip
-            bds = sorted((b.broker_name, b.cluster, tuple(sorted(b.broker_addrs.items()))) for b in r.broker_datas)
-            return (tuple(qds), tuple(bds), r.order_topic_conf or "")
-
-        return key(self) == key(other)
-
-    def copy_with_queue_nums(self, queue_nums: int) -> TopicRouteData:
-        """This route with every QueueData capped at ``queue_nums`` queues (the ``TBW102`` stand-in route)."""
-        qds = [QueueData(q.broker_name, min(queue_nums, q.read_queue_nums), min(queue_nums, q.read_queue_nums),
-                         q.perm, q.topic_sys_flag) for q in self.queue_datas]  # fmt: skip
-        bds = [BrokerData(b.cluster, b.broker_name, dict(b.broker_addrs)) for b in self.broker_datas]
-        return TopicRouteData(qds, bds, self.order_topic_conf, dict(self.filter_server_table))
-
-
 def parse_topic_route(body: bytes) -> TopicRouteData:
     """Read a GET_ROUTEINFO_BY_TOPIC body in either JSON form."""
-    route: TopicRouteData = json_compat.from_json(TopicRouteData, json_compat.loads(body))
-    return route
+    return TopicRouteData.from_body(body)
 
 
 @dataclass(slots=True)
@@ -156,16 +104,9 @@ def route_to_publish_info(topic: str, route: TopicRouteData) -> TopicPublishInfo
                 info.message_queues.extend(MessageQueue(topic, name, i) for i in range(int(nums)))
         info.order_topic = True
         return info
-    masters = {b.broker_name: b for b in route.broker_datas if MASTER_ID in b.broker_addrs}
-    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        if qd.perm & PERM_WRITE and qd.broker_name in masters:
-            info.message_queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
+    info.message_queues.extend(MessageQueue(topic, name, qid) for name, qid in route.write_queues())
     return info
 
 
 def route_to_subscribe_info(topic: str, route: TopicRouteData) -> set[MessageQueue]:
-    result: set[MessageQueue] = set()
-    for qd in route.queue_datas:
-        if qd.perm & PERM_READ:
-            result.update(MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums))
-    return result
+    return {MessageQueue(topic, name, qid) for name, qid in route.read_queues()}

@@ -19,38 +19,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-MASTER_ID = 0
+from rocketq.common.route import MASTER_ID, PERM_READ, PERM_WRITE, BrokerData, QueueData
+
 DEFAULT_BROKER_TIMEOUT_MS = 120_000
-PERM_READ = 4
-PERM_WRITE = 2
-
-
-@dataclass(slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
-                "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}  # fmt: skip
-
-
-@dataclass(slots=True)
-class BrokerData:
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        # As a 4.9.4 name server writes it (5.x adds enableActingMaster and zoneName).
-        return {"brokerAddrs": dict(sorted(self.broker_addrs.items())), "brokerName": self.broker_name,
-                "cluster": self.cluster}  # fmt: skip
 
 
 @dataclass(slots=True)

@@ -41,6 +41,7 @@ from rocketq.common.message import (
     properties_to_string,
 )
 from rocketq.common.message_id import MessageIdError, UniqueIdGenerator, decode_offset_message_id
+from rocketq.common.route import BrokerData, QueueData, TopicRouteData, as_int, as_mapping
 from rocketq.remoting.codes import RequestCode, ResponseCode, request_code_name, response_code_name
 from rocketq.remoting.command import RemotingCommand, create_request
 from rocketq.remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
@@ -60,18 +61,15 @@ __all__ = [
     "QueueData",
     "QueueStats",
     "SendResult",
-    "TopicRoute",
+    "TopicRouteData",
     "inflate_body",
 ]
 
-MASTER_ID: Final = 0
 DEFAULT_TOPIC: Final = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
 ADMIN_PRODUCER_GROUP: Final = "TOOLS_PRODUCER"
-PERM_WRITE: Final = 0x2
-PERM_READ: Final = 0x4
 PULL_FLAG_SUBSCRIPTION: Final = 0x4
 TOPIC_SYS_FLAG_UNIT: Final = 0x1
 TOPIC_SYS_FLAG_UNIT_SUB: Final = 0x2
@@ -105,120 +103,11 @@ class NotFoundError(AdminError):
 # --------------------------------------------------------------------------------------------------
 
 
-def _int(value: Any, default: int = 0) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
-
-
 def _float(value: Any, default: float = 0.0) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
         return default
-
-
-def _mapping(value: Any) -> Mapping[Any, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-@dataclass(frozen=True)
-class BrokerData:
-    """``BrokerData``: one broker name, its cluster and its addresses by broker id (0 = master)."""
-
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str]
-
-    @classmethod
-    def from_json(cls, obj: Mapping[Any, Any]) -> BrokerData:
-        addrs = {_int(k, -1): str(v) for k, v in _mapping(obj.get("brokerAddrs")).items()}
-        return cls(str(obj.get("cluster", "")), str(obj.get("brokerName", "")), dict(sorted(addrs.items())))
-
-    @property
-    def master_addr(self) -> str | None:
-        return self.broker_addrs.get(MASTER_ID)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "brokerName": self.broker_name,
-                "brokerAddrs": {str(k): v for k, v in self.broker_addrs.items()}}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class QueueData:
-    """``QueueData``: the queues and permission of a topic on one broker name."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-    @classmethod
-    def from_json(cls, obj: Mapping[Any, Any]) -> QueueData:
-        flag = obj.get("topicSysFlag", obj.get("topicSynFlag", 0))  # renamed in 4.9.0
-        return cls(str(obj.get("brokerName", "")), _int(obj.get("readQueueNums")), _int(obj.get("writeQueueNums")),
-                   _int(obj.get("perm")), _int(flag))  # fmt: skip
-
-    def to_json(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
-                "topicSysFlag": self.topic_sys_flag, "writeQueueNums": self.write_queue_nums}  # fmt: skip
-
-
-@dataclass
-class TopicRoute:
-    """``TopicRouteData`` of one topic."""
-
-    topic: str
-    queue_datas: list[QueueData]
-    broker_datas: list[BrokerData]
-    order_topic_conf: str | None = None
-
-    @classmethod
-    def from_body(cls, topic: str, body: bytes | None) -> TopicRoute:
-        obj = _mapping(json_compat.loads(body or b"{}"))
-        queues = [QueueData.from_json(q) for q in obj.get("queueDatas") or () if isinstance(q, Mapping)]
-        brokers = [BrokerData.from_json(b) for b in obj.get("brokerDatas") or () if isinstance(b, Mapping)]
-        order = obj.get("orderTopicConf")
-        return cls(topic, sorted(queues, key=lambda q: q.broker_name), sorted(brokers, key=lambda b: b.broker_name),
-                   str(order) if order else None)  # fmt: skip
-
-    def broker(self, broker_name: str) -> BrokerData | None:
-        return next((b for b in self.broker_datas if b.broker_name == broker_name), None)
-
-    def master_addr(self, broker_name: str) -> str | None:
-        b = self.broker(broker_name)
-        return b.master_addr if b is not None else None
-
-    def master_addrs(self) -> list[tuple[str, str]]:
-        """(broker name, master address) of every broker of the route that has a master."""
-        return [(b.broker_name, b.master_addr) for b in self.broker_datas if b.master_addr]
-
-    def write_queues(self, max_per_broker: int | None = None) -> list[tuple[str, int]]:
-        """``topicRouteData2TopicPublishInfo``: (broker name, queue id) a producer may write to, in order."""
-        out: list[tuple[str, int]] = []
-        for q in self.queue_datas:
-            if not q.perm & PERM_WRITE or not self.master_addr(q.broker_name):
-                continue
-            n = q.write_queue_nums if max_per_broker is None else min(q.write_queue_nums, max_per_broker)
-            out.extend((q.broker_name, i) for i in range(n))
-        return out
-
-    def read_queues(self) -> list[tuple[str, int]]:
-        """``topicRouteData2TopicSubscribeInfo``: (broker name, queue id) a consumer may read, in order."""
-        out: list[tuple[str, int]] = []
-        for q in self.queue_datas:
-            if q.perm & PERM_READ:
-                out.extend((q.broker_name, i) for i in range(q.read_queue_nums))
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"brokerDatas": [b.to_json() for b in self.broker_datas], "filterServerTable": {},
-                               "queueDatas": [q.to_json() for q in self.queue_datas]}  # fmt: skip
-        if self.order_topic_conf:
-            out["orderTopicConf"] = self.order_topic_conf
-        return out
 
 
 @dataclass
@@ -230,11 +119,11 @@ class ClusterInfo:
 
     @classmethod
     def from_body(cls, body: bytes | None) -> ClusterInfo:
-        obj = _mapping(json_compat.loads(body or b"{}"))
-        brokers = {str(k): BrokerData.from_json(v) for k, v in _mapping(obj.get("brokerAddrTable")).items()
+        obj = as_mapping(json_compat.loads(body or b"{}"))
+        brokers = {str(k): BrokerData.from_json(v) for k, v in as_mapping(obj.get("brokerAddrTable")).items()
                    if isinstance(v, Mapping)}  # fmt: skip
         clusters = {str(k): sorted(str(n) for n in (v or ()))
-                    for k, v in _mapping(obj.get("clusterAddrTable")).items()}  # fmt: skip
+                    for k, v in as_mapping(obj.get("clusterAddrTable")).items()}  # fmt: skip
         return cls(dict(sorted(brokers.items())), dict(sorted(clusters.items())))
 
     def brokers_of(self, cluster: str) -> list[BrokerData]:
@@ -326,8 +215,8 @@ class PullResult:
 
 
 def _mq_key(key: Any) -> tuple[str, str, int]:
-    m = _mapping(key)
-    return str(m.get("topic", "")), str(m.get("brokerName", "")), _int(m.get("queueId"))
+    m = as_mapping(key)
+    return str(m.get("topic", "")), str(m.get("brokerName", "")), as_int(m.get("queueId"))
 
 
 def inflate_body(msg: MessageExt) -> MessageExt:
@@ -437,14 +326,14 @@ class MQAdmin:
             r = await self.invoke_namesrv(create_request(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": cluster}))
         else:
             r = await self.invoke_namesrv(create_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
-        body = _mapping(json_compat.loads(self.check(r, "topic list").body or b"{}"))
+        body = as_mapping(json_compat.loads(self.check(r, "topic list").body or b"{}"))
         return [str(t) for t in body.get("topicList") or ()]
 
-    async def topic_route(self, topic: str) -> TopicRoute:
+    async def topic_route(self, topic: str) -> TopicRouteData:
         r = await self.invoke_namesrv(create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
         if r.code == ResponseCode.TOPIC_NOT_EXIST:
             raise NotFoundError(f"topic {topic!r} not found: the name server has no route for it")
-        route = TopicRoute.from_body(topic, self.check(r, f"route of topic {topic!r}").body)
+        route = TopicRouteData.from_body(self.check(r, f"route of topic {topic!r}").body)
         return route
 
     async def _master_addrs(self, cluster: str | None, broker_addr: str | None) -> list[str]:
@@ -498,13 +387,13 @@ class MQAdmin:
             r = await self.invoke(addr, create_request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
             if r.code == ResponseCode.TOPIC_NOT_EXIST:
                 continue
-            table = _mapping(_mapping(json_compat.loads(self.check(r, f"topic stats on {addr}").body or b"{}"))
+            table = as_mapping(as_mapping(json_compat.loads(self.check(r, f"topic stats on {addr}").body or b"{}"))
                              .get("offsetTable"))  # fmt: skip
             for key, value in table.items():
                 _t, bname, qid = _mq_key(key)
-                v = _mapping(value)
-                rows.append(QueueStats(bname, qid, _int(v.get("minOffset")), _int(v.get("maxOffset")),
-                                       _int(v.get("lastUpdateTimestamp"))))  # fmt: skip
+                v = as_mapping(value)
+                rows.append(QueueStats(bname, qid, as_int(v.get("minOffset")), as_int(v.get("maxOffset")),
+                                       as_int(v.get("lastUpdateTimestamp"))))  # fmt: skip
         if not rows:
             raise NotFoundError(f"topic {topic!r} not found on any broker of its route")
         return sorted(rows, key=lambda s: (s.broker_name, s.queue_id))
@@ -512,8 +401,8 @@ class MQAdmin:
     # --- brokers -------------------------------------------------------------------------------------
     async def broker_runtime_info(self, addr: str) -> dict[str, str]:
         r = await self.invoke(addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO))
-        body = _mapping(json_compat.loads(self.check(r, f"runtime info of {addr}").body or b"{}"))
-        return {str(k): str(v) for k, v in sorted(_mapping(body.get("table")).items())}
+        body = as_mapping(json_compat.loads(self.check(r, f"runtime info of {addr}").body or b"{}"))
+        return {str(k): str(v) for k, v in sorted(as_mapping(body.get("table")).items())}
 
     async def broker_addrs(self, cluster: str | None, broker_addr: str | None) -> list[str]:
         """The brokers ``brokerStatus`` and friends report on: one address, or every broker of a cluster."""
@@ -542,13 +431,13 @@ class MQAdmin:
         for addr in await self._group_brokers(group):
             fields = {"consumerGroup": group, "topic": topic or ""}
             r = await self.invoke(addr, create_request(RequestCode.GET_CONSUME_STATS, fields))
-            body = _mapping(json_compat.loads(self.check(r, f"consume stats of {group!r} on {addr}").body or b"{}"))
+            body = as_mapping(json_compat.loads(self.check(r, f"consume stats of {group!r} on {addr}").body or b"{}"))
             tps += _float(body.get("consumeTps"))
-            for key, value in _mapping(body.get("offsetTable")).items():
+            for key, value in as_mapping(body.get("offsetTable")).items():
                 t, bname, qid = _mq_key(key)
-                v = _mapping(value)
-                rows.append(ConsumeProgress(t, bname, qid, _int(v.get("brokerOffset")), _int(v.get("consumerOffset")),
-                                            _int(v.get("lastTimestamp"))))  # fmt: skip
+                v = as_mapping(value)
+                rows.append(ConsumeProgress(t, bname, qid, as_int(v.get("brokerOffset")),
+                                            as_int(v.get("consumerOffset")), as_int(v.get("lastTimestamp"))))
         if not rows:
             raise NotFoundError(f"no consume stats for group {group!r}: it has no offsets on any broker "
                                 "(unknown group, or it consumed nothing yet)")  # fmt: skip
@@ -583,7 +472,7 @@ class MQAdmin:
     # --- offsets ---------------------------------------------------------------------------------------
     async def _offset(self, code: int, addr: str, topic: str, queue_id: int, **more: object) -> int:
         r = await self.invoke(addr, create_request(code, {"topic": topic, "queueId": queue_id, **more}))
-        return _int(self.check(r, f"{request_code_name(code)} of {topic}:{queue_id}").header.get_str("offset", "0"))
+        return as_int(self.check(r, f"{request_code_name(code)} of {topic}:{queue_id}").header.get_str("offset", "0"))
 
     async def min_offset(self, addr: str, topic: str, queue_id: int) -> int:
         return await self._offset(RequestCode.GET_MIN_OFFSET, addr, topic, queue_id)
@@ -661,8 +550,8 @@ class MQAdmin:
             self.check(r, f"pull {topic}:{queue_id} at {offset} from {addr}")
         h = r.header
         msgs = decode_messages(r.body) if r.code == ResponseCode.SUCCESS else []
-        return PullResult(PULL_STATUS[ResponseCode(r.code)], _int(h.get_str("nextBeginOffset", "0")),
-                          _int(h.get_str("minOffset", "0")), _int(h.get_str("maxOffset", "0")), msgs)  # fmt: skip
+        return PullResult(PULL_STATUS[ResponseCode(r.code)], as_int(h.get_str("nextBeginOffset", "0")),
+                          as_int(h.get_str("minOffset", "0")), as_int(h.get_str("maxOffset", "0")), msgs)  # fmt: skip
 
     async def message_at(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt:
         """``queryMsgByOffset``: the message at one queue offset."""
@@ -680,7 +569,7 @@ class MQAdmin:
         self._send_index += 1
         return queues[self._send_index % len(queues)]
 
-    async def publish_route(self, topic: str) -> tuple[TopicRoute, bool]:
+    async def publish_route(self, topic: str) -> tuple[TopicRouteData, bool]:
         """The route a producer sends by: the topic's own, or ``TBW102``'s (True) when the topic has none."""
         try:
             return await self.topic_route(topic), False
@@ -693,7 +582,7 @@ class MQAdmin:
 
     async def send_message(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | None = None,
                            properties: Mapping[str, str] | None = None, broker_name: str | None = None,
-                           queue_id: int | None = None, route: TopicRoute | None = None,
+                           queue_id: int | None = None, route: TopicRouteData | None = None,
                            by_default_topic: bool = False,
                            group: str = ADMIN_PRODUCER_GROUP) -> SendResult:  # fmt: skip
         """``DefaultMQProducer.send``: SEND_MESSAGE_V2 to the next writable queue (or the one given)."""
@@ -729,7 +618,7 @@ class MQAdmin:
             self.check(r, f"send to {topic} {bname}:{qid} ({addr})")
         h = r.header
         return SendResult(SEND_STATUS[ResponseCode(r.code)], uniq, h.get_str("msgId", ""), bname,
-                          _int(h.get_str("queueId", str(qid))), _int(h.get_str("queueOffset", "-1")))  # fmt: skip
+                          as_int(h.get_str("queueId", str(qid))), as_int(h.get_str("queueOffset", "-1")))  # fmt: skip
 
     async def consume(self, topic: str, *, broker_name: str | None = None, queue_id: int | None = None,
                       offset: int | None = None, begin: int = 0, end: int = 0, count: int = 128,
