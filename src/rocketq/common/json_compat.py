@@ -1,4 +1,4 @@
-"""JSON as Java peers write and read it: the dialect of fastjson 1.2.x, compact.
+"""JSON as Java peers write and read it: the dialect of fastjson 1.2.x, compact or pretty-printed.
 
 Mirrors what RocketMQ's ``RemotingSerializable`` (``JSON.toJSONString`` / ``JSON.parseObject`` of fastjson)
 does to bodies (spec: remoting-protocol §8.1):
@@ -13,7 +13,9 @@ does to bodies (spec: remoting-protocol §8.1):
   as the object), enums by name, Java-style doubles (``0.0``, ``1.0E10``), strings raw UTF-8 with the
   escapes fastjson makes. ``standard=True`` is the form 4.9.4+ name servers use for routes
   (``BrowserCompatible, QuoteFieldNames, MapSortField``): map keys sorted, every key a string (an object
-  key becomes its JSON text in a string), non-ASCII and ``/`` escaped.
+  key becomes its JSON text in a string), non-ASCII and ``/`` escaped. ``pretty=True`` is fastjson's
+  ``PrettyFormat`` as the broker's config files use it: a tab per level, a line break before each bean
+  member and string map key (integer keys stay inline), lists broken only with two items or more.
 - Beans: a dataclass instance is written as fastjson writes a Java bean: members named in camelCase
   (``metadata={"json": "clientID"}`` overrides), sorted by name, ``None`` left out.
   ``from_json(SomeType, value)`` reads a decoded value back into a type the way fastjson's
@@ -431,12 +433,20 @@ def _is_bean(value: Any) -> bool:
 
 
 class _Writer:
-    def __init__(self, standard: bool) -> None:
+    """One writer for both layouts: compact, and fastjson's ``PrettyFormat`` (one tab per nesting level)."""
+
+    def __init__(self, standard: bool, pretty: bool = False) -> None:
         self.standard = standard
+        self.pretty = pretty
+        self.level = 0
         self.out: list[str] = []
 
     def quote(self, s: str) -> str:
         return quote(s, browser_compatible=self.standard)
+
+    def newline(self, level: int) -> None:
+        if self.pretty:
+            self.out.append("\n" + "\t" * level)
 
     def value(self, value: Any) -> None:
         out = self.out
@@ -461,42 +471,62 @@ class _Writer:
         elif isinstance(value, Mapping):
             self.map(value)
         elif _is_bean(value):
-            self.members(_bean_members(value))
+            if dataclasses.fields(value):
+                self.members(_bean_members(value))
+            else:
+                out.append("{}")
         elif isinstance(value, list | tuple):
-            self.array(value)
+            # PrettyFormat's ListSerializer breaks lines only for two items or more.
+            self.array(value, broken=len(value) > 1)
         elif isinstance(value, set | frozenset):
-            # A Java Set is written in hash order, which means nothing: sort for a stable output.
+            # A Java Set is written in hash order, which means nothing: sort for a stable output. Its
+            # CollectionCodec never breaks lines.
             try:
                 items = sorted(value)
             except TypeError:
                 items = list(value)
-            self.array(items)
+            self.array(items, broken=False)
         else:
             raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
-    def array(self, items: Iterable[Any]) -> None:
+    def array(self, items: Iterable[Any], broken: bool) -> None:
+        level = self.level
         self.out.append("[")
+        if broken:
+            self.level = level + 1
         for i, item in enumerate(items):
             if i:
                 self.out.append(",")
+            if broken:
+                self.newline(level + 1)
             self.value(item)
+        self.level = level
+        if broken:
+            self.newline(level)
         self.out.append("]")
 
     def members(self, members: Iterable[tuple[str, Any]]) -> None:
+        level = self.level
         self.out.append("{")
+        self.level = level + 1
         for i, (name, value) in enumerate(members):
             if i:
                 self.out.append(",")
+            self.newline(level + 1)
             self.out.append(self.quote(name))
             self.out.append(":")
             self.value(value)
+        self.level = level
+        self.newline(level)
         self.out.append("}")
 
     def map(self, mapping: Mapping[Any, Any]) -> None:
         entries: Iterable[tuple[Any, Any]] = mapping.items()
         if self.standard:
             entries = _sorted_entries(mapping)
+        level = self.level
         self.out.append("{")
+        self.level = level + 1
         first = True
         for key, value in entries:
             if value is None:  # fastjson leaves null map values out (no WriteMapNullValue)
@@ -504,9 +534,14 @@ class _Writer:
             if not first:
                 self.out.append(",")
             first = False
+            if isinstance(key, str):  # MapSerializer breaks the line before string keys only
+                self.newline(level + 1)
             self.key(key)
             self.out.append(":")
             self.value(value)
+        self.level = level
+        if mapping:
+            self.newline(level)
         self.out.append("}")
 
     def key(self, key: Any) -> None:
@@ -532,13 +567,14 @@ def _sorted_entries(mapping: Mapping[Any, Any]) -> list[tuple[Any, Any]]:
     return items  # keys that are not mutually comparable: fastjson gives up sorting, so do we
 
 
-def dumps(obj: Any, *, standard: bool = False) -> str:
-    """Serialize ``obj`` compactly as fastjson does (see the module docstring for the two modes).
+def dumps(obj: Any, *, standard: bool = False, pretty: bool = False) -> str:
+    """Serialize ``obj`` as fastjson does (see the module docstring for the modes).
 
     ``dict``/``Mapping``: a Java map; ``dataclass``: a Java bean; ``list``/``tuple``/``set``: an array;
-    ``Enum``: its name; ``bytes``: base64; ``float``: Java's ``Double.toString``.
+    ``Enum``: its name; ``bytes``: base64; ``float``: Java's ``Double.toString``. ``pretty=True`` is
+    ``JSON.toJSONString(obj, true)``, the layout of the broker's config files (store-format §8).
     """
-    writer = _Writer(standard)
+    writer = _Writer(standard, pretty)
     writer.value(obj)
     return "".join(writer.out)
 

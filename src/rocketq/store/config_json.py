@@ -46,15 +46,12 @@ where 4.9 silently starts with an empty table.
 from __future__ import annotations
 
 import dataclasses
-import enum
-import functools
 import logging
-import math
 import os
 import threading
 import time
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -96,119 +93,8 @@ FastjsonDecodeError = JsonDecodeError
 
 
 # --------------------------------------------------------------------------------------------------
-# Serializer
+# Serializer and beans: the shared fastjson dialect, pretty-printed
 # --------------------------------------------------------------------------------------------------
-
-_quote = json_compat.quote
-
-
-def _newline(out: list[str], level: int) -> None:
-    out.append("\n" + "\t" * level)
-
-
-def _format_float(value: float) -> str:
-    # fastjson writes NaN and infinities as null; the config files hold no floating-point values,
-    # other finite values use Python's shortest round-trip form.
-    if math.isnan(value) or math.isinf(value):
-        return "null"
-    return repr(value)
-
-
-def _write_map(out: list[str], members: Iterable[tuple[object, object]], size: int, level: int) -> None:
-    """fastjson ``MapSerializer``: ``level`` is the indentation of the map itself."""
-    out.append("{")
-    first = True
-    for key, value in members:
-        if value is None:  # null values are left out (no WriteMapNullValue)
-            continue
-        if not first:
-            out.append(",")
-        first = False
-        if isinstance(key, str):
-            _newline(out, level + 1)
-            out.append(_quote(key) + ":")
-        elif isinstance(key, bool):
-            out.append(("true" if key else "false") + ":")
-        elif isinstance(key, int):
-            out.append(f"{int(key)}:")
-        else:
-            raise TypeError(f"fastjson map keys must be str or int, not {type(key).__name__}")
-        _write_value(out, value, level + 1)
-    if size > 0:
-        _newline(out, level)
-    out.append("}")
-
-
-def _write_list(out: list[str], items: list[object] | tuple[object, ...], level: int) -> None:
-    """fastjson ``ListSerializer``: pretty-printed only with two items or more."""
-    if not items:
-        out.append("[]")
-        return
-    if len(items) == 1:
-        out.append("[")
-        _write_value(out, items[0], level)
-        out.append("]")
-        return
-    out.append("[")
-    for i, item in enumerate(items):
-        if i:
-            out.append(",")
-        _newline(out, level + 1)
-        _write_value(out, item, level + 1)
-    _newline(out, level)
-    out.append("]")
-
-
-def _write_bean(out: list[str], bean: object, level: int) -> None:
-    """fastjson ``JavaBeanSerializer``: members sorted by name, nulls left out."""
-    members = _bean_members(bean)
-    if not dataclasses.fields(typing.cast(Any, bean)):
-        out.append("{}")
-        return
-    out.append("{")
-    first = True
-    for name, value in members:
-        if not first:
-            out.append(",")
-        first = False
-        _newline(out, level + 1)
-        out.append(_quote(name) + ":")
-        _write_value(out, value, level + 1)
-    _newline(out, level)
-    out.append("}")
-
-
-def _write_value(out: list[str], value: object, level: int) -> None:
-    if value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, enum.Enum):
-        out.append(_quote(value.name))
-    elif isinstance(value, int):
-        out.append(str(int(value)))
-    elif isinstance(value, float):
-        out.append(_format_float(value))
-    elif isinstance(value, str):
-        out.append(_quote(value))
-    elif isinstance(value, Mapping):
-        _write_map(out, value.items(), len(value), level)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        _write_bean(out, value, level)
-    elif isinstance(value, list | tuple):
-        _write_list(out, value, level)
-    elif isinstance(value, set | frozenset):
-        # fastjson's CollectionCodec writes a Set inline, without pretty-printing.
-        out.append("[")
-        for i, item in enumerate(value):
-            if i:
-                out.append(",")
-            _write_value(out, item, level)
-        out.append("]")
-    else:
-        raise TypeError(f"cannot serialize {type(value).__name__} in fastjson style")
 
 
 def dumps_fastjson(obj: object) -> str:
@@ -219,99 +105,23 @@ def dumps_fastjson(obj: object) -> str:
     Dataclass instances: Java beans, fields named in camelCase and sorted, ``None`` left out
     (a field marked ``metadata={"fastjson": "extra"}`` holds extra members merged in).
     ``list``/``tuple``: pretty-printed with two items or more; ``set``: inline.
-    ``Enum``: its name. No newline at the end.
+    ``Enum``: its name. No newline at the end. The writer is :func:`rocketq.common.json_compat.dumps`.
     """
-    out: list[str] = []
-    _write_value(out, obj, 0)
-    return "".join(out)
+    return json_compat.dumps(obj, pretty=True)
 
 
-# --------------------------------------------------------------------------------------------------
-# Beans: dataclasses written as fastjson writes Java beans
-# --------------------------------------------------------------------------------------------------
-
-_EXTRA = "extra"
-_EXTRA_META = {"fastjson": _EXTRA}  # marks the field holding members this class does not know
+_EXTRA_META = {"fastjson": "extra"}  # marks the field holding members this class does not know
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-@functools.cache
-def _bean_layout(cls: type) -> tuple[tuple[str, str, Any], ...]:
-    """(python field name, json member name, resolved type) of every member field of *cls*."""
-    hints = typing.get_type_hints(cls)
-    return tuple(
-        (f.name, _camel(f.name), hints[f.name])
-        for f in dataclasses.fields(cls)
-        if f.metadata.get("fastjson") != _EXTRA
-    )
-
-
-def _extra_field(cls: type) -> str | None:
-    for f in dataclasses.fields(cls):
-        if f.metadata.get("fastjson") == _EXTRA:
-            return f.name
-    return None
-
-
-def _bean_members(bean: object) -> list[tuple[str, object]]:
-    cls = type(bean)
-    members: dict[str, object] = {}
-    extra_name = _extra_field(cls)
-    if extra_name is not None:
-        members.update(getattr(bean, extra_name))
-    for attr, member, _ in _bean_layout(cls):
-        members[member] = getattr(bean, attr)
-    return sorted((kv for kv in members.items() if kv[1] is not None), key=lambda kv: kv[0])
-
-
-def _coerce(value: object, tp: Any, what: str) -> object:
-    """Convert a decoded JSON value to a declared field type, leniently (as fastjson reads)."""
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value in ("true", "false"):
-            return value == "true"
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    elif tp == (int | None):
-        return None if value is None else _coerce(value, int, what)
-    else:
-        return value
-    raise ValueError(f"{what}: expected {getattr(tp, '__name__', tp)}, found {value!r}")
-
-
-def _bean_from_json(cls: type[_B], obj: object, what: str, **given: object) -> _B:
-    """Build dataclass *cls* from a decoded JSON object; unknown members go to its extra field."""
-    if not isinstance(obj, Mapping):
-        raise ValueError(f"{what}: expected an object, found {type(obj).__name__}")
-    known = {member: (attr, tp) for attr, member, tp in _bean_layout(cls)}
-    kwargs: dict[str, object] = dict(given)
-    extra: dict[str, object] = {}
-    for key, value in obj.items():
-        if key in known:
-            if value is None:
-                continue  # a null member keeps the default
-            attr, tp = known[key]
-            kwargs[attr] = _coerce(value, tp, f"{what}.{key}")
-        else:
-            extra[str(key)] = value
-    extra_name = _extra_field(cls)
-    if extra_name is not None:
-        kwargs[extra_name] = extra
-    return cls(**kwargs)
+def _bean_from_json(cls: type[_B], obj: object, what: str, **defaults: object) -> _B:
+    """Build dataclass *cls* from a decoded JSON object, leniently as fastjson reads; *defaults* (by
+    attribute name) fill members the object lacks or has as null; unknown members go to its extra field."""
+    if defaults and isinstance(obj, Mapping):
+        names = {f.name: json_compat.json_name(f) for f in dataclasses.fields(typing.cast(Any, cls))}
+        present = {k: v for k, v in obj.items() if v is not None}
+        obj = {**{names[k]: v for k, v in defaults.items()}, **present}
+    bean: _B = json_compat.from_json(cls, obj, path=what)
+    return bean
 
 
 def _now_ms() -> int:
@@ -504,7 +314,8 @@ def _as_mapping(value: object, what: str) -> Mapping[Any, object]:
 
 
 def _as_int(value: object, what: str) -> int:
-    return typing.cast(int, _coerce(value, int, what))
+    number: int = json_compat.from_json(int, value, path=what)
+    return number
 
 
 def _int_keyed(value: object, what: str) -> dict[int, int]:
