@@ -12,52 +12,84 @@ codes are those of the spec (INVALID_PARAMETER for a bad name, as 5.x answers; 4
 from __future__ import annotations
 
 import re
-from typing import Final
 
+from rocketq.common.mixall import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    CID_ONSAPI_OWNER_GROUP,
+    CID_ONSAPI_PERMISSION_GROUP,
+    CID_ONSAPI_PULL_GROUP,
+    CID_RMQ_SYS_PREFIX,
+    DLQ_GROUP_TOPIC_PREFIX,
+    FILTERSRV_CONSUMER_GROUP,
+    NOT_ALLOWED_SEND_TOPICS,
+    ONS_HTTP_PROXY_GROUP,
+    PERM_INHERIT,
+    PERM_PRIORITY,
+    PERM_READ,
+    PERM_WRITE,
+    REPLY_TOPIC_POSTFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    RMQ_SYS_BENCHMARK_TOPIC,
+    RMQ_SYS_OFFSET_MOVED_EVENT,
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_SELF_TEST_TOPIC,
+    RMQ_SYS_TRACE_TOPIC,
+    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    SELF_TEST_CONSUMER_GROUP,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+    TOOLS_CONSUMER_GROUP,
+    TOPIC_MAX_LENGTH,
+    get_dlq_topic,
+    get_retry_topic,
+    is_retry_topic,
+)
 from rocketq.remoting.codes import ResponseCode
 
-AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
-RMQ_SYS_SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
-RMQ_SYS_BENCHMARK_TOPIC: Final = "BenchmarkTest"
-RMQ_SYS_TRANS_HALF_TOPIC: Final = "RMQ_SYS_TRANS_HALF_TOPIC"
-RMQ_SYS_TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
-RMQ_SYS_TRANS_OP_HALF_TOPIC: Final = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
-RMQ_SYS_SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
-RMQ_SYS_OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
-SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
-REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
-TOPIC_MAX_LENGTH: Final = 127
-
-RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
-CID_RMQ_SYS_PREFIX: Final = "CID_RMQ_SYS_"
-
-# MixAll's built-in groups (SubscriptionGroupManager.init creates these).
-TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
-FILTERSRV_CONSUMER_GROUP: Final = "FILTERSRV_CONSUMER"
-SELF_TEST_CONSUMER_GROUP: Final = "SELF_TEST_C_GROUP"
-ONS_HTTP_PROXY_GROUP: Final = "CID_ONS-HTTP-PROXY"
-CID_ONSAPI_PULL_GROUP: Final = "CID_ONSAPI_PULL"
-CID_ONSAPI_PERMISSION_GROUP: Final = "CID_ONSAPI_PERMISSION"
-CID_ONSAPI_OWNER_GROUP: Final = "CID_ONSAPI_OWNER"
-
-PERM_PRIORITY: Final = 0x8
-PERM_READ: Final = 0x4
-PERM_WRITE: Final = 0x2
-PERM_INHERIT: Final = 0x1
-
-#: Topics every broker treats as system topics; a broker adds its cluster and broker names.
-SYSTEM_TOPICS: Final = frozenset({
-    AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_BENCHMARK_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
-    RMQ_SYS_TRACE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
-    RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
-})  # fmt: skip
-#: Topics no client may send to.
-NOT_ALLOWED_SEND_TOPICS: Final = frozenset({
-    RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
-    RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
-})  # fmt: skip
+__all__ = [
+    "AUTO_CREATE_TOPIC_KEY_TOPIC",
+    "CID_ONSAPI_OWNER_GROUP",
+    "CID_ONSAPI_PERMISSION_GROUP",
+    "CID_ONSAPI_PULL_GROUP",
+    "CID_RMQ_SYS_PREFIX",
+    "DLQ_GROUP_TOPIC_PREFIX",
+    "FILTERSRV_CONSUMER_GROUP",
+    "NOT_ALLOWED_SEND_TOPICS",
+    "ONS_HTTP_PROXY_GROUP",
+    "PERM_INHERIT",
+    "PERM_PRIORITY",
+    "PERM_READ",
+    "PERM_WRITE",
+    "REPLY_TOPIC_POSTFIX",
+    "RETRY_GROUP_TOPIC_PREFIX",
+    "RMQ_SYS_BENCHMARK_TOPIC",
+    "RMQ_SYS_OFFSET_MOVED_EVENT",
+    "RMQ_SYS_SCHEDULE_TOPIC",
+    "RMQ_SYS_SELF_TEST_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "SELF_TEST_CONSUMER_GROUP",
+    "SYSTEM_TOPICS",
+    "SYSTEM_TOPIC_PREFIX",
+    "TOOLS_CONSUMER_GROUP",
+    "TOPIC_MAX_LENGTH",
+    "Problem",
+    "check_allowed_send_topic",
+    "check_not_system_topic",
+    "get_dlq_topic",
+    "get_retry_topic",
+    "is_inherited",
+    "is_readable",
+    "is_retry_topic",
+    "is_sys_consumer_group",
+    "is_system_topic",
+    "is_writeable",
+    "validate_topic",
+]
 
 _LEGAL = re.compile(r"[%|a-zA-Z0-9_-]+")
 
@@ -74,18 +106,6 @@ def is_writeable(perm: int) -> bool:
 
 def is_inherited(perm: int) -> bool:
     return bool(perm & PERM_INHERIT)
-
-
-def get_retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def get_dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
-
-
-def is_retry_topic(topic: str) -> bool:
-    return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
 
 
 def is_sys_consumer_group(group: str) -> bool:

@@ -41,6 +41,12 @@ from rocketq.common.message import (
     properties_to_string,
 )
 from rocketq.common.message_id import MessageIdError, UniqueIdGenerator, decode_offset_message_id
+from rocketq.common.mixall import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOOLS_CONSUMER_GROUP,
+    TOOLS_PRODUCER_GROUP,
+)
 from rocketq.common.route import BrokerData, QueueData, TopicRouteData, as_int, as_mapping
 from rocketq.remoting.codes import RequestCode, ResponseCode, request_code_name, response_code_name
 from rocketq.remoting.command import RemotingCommand, create_request
@@ -48,7 +54,7 @@ from rocketq.remoting.errors import RemotingConnectError, RemotingError, Remotin
 from rocketq.remoting.transport import RemotingClient, parse_address
 
 __all__ = [
-    "DEFAULT_TOPIC",
+    "AUTO_CREATE_TOPIC_KEY_TOPIC",
     "RETRY_GROUP_TOPIC_PREFIX",
     "TOOLS_CONSUMER_GROUP",
     "AdminError",
@@ -65,11 +71,7 @@ __all__ = [
     "inflate_body",
 ]
 
-DEFAULT_TOPIC: Final = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
-RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
-TOOLS_CONSUMER_GROUP: Final = "TOOLS_CONSUMER"
-ADMIN_PRODUCER_GROUP: Final = "TOOLS_PRODUCER"
 PULL_FLAG_SUBSCRIPTION: Final = 0x4
 TOPIC_SYS_FLAG_UNIT: Final = 0x1
 TOPIC_SYS_FLAG_UNIT_SUB: Final = 0x2
@@ -353,7 +355,7 @@ class MQAdmin:
                            topic_sys_flag: int = 0) -> list[str]:  # fmt: skip
         """``updateTopic``: create or update ``topic`` on one broker or every master of a cluster."""
         addrs = await self._master_addrs(cluster, broker_addr)
-        fields = {"topic": topic, "defaultTopic": DEFAULT_TOPIC, "readQueueNums": read_queue_nums,
+        fields = {"topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC, "readQueueNums": read_queue_nums,
                   "writeQueueNums": write_queue_nums, "perm": perm, "topicFilterType": "SINGLE_TAG",
                   "topicSysFlag": topic_sys_flag, "order": order}  # fmt: skip
         for addr in addrs:
@@ -575,16 +577,16 @@ class MQAdmin:
             return await self.topic_route(topic), False
         except NotFoundError:
             try:
-                return await self.topic_route(DEFAULT_TOPIC), True
+                return await self.topic_route(AUTO_CREATE_TOPIC_KEY_TOPIC), True
             except NotFoundError:
                 raise NotFoundError(f"topic {topic!r} not found, and no broker allows auto-creation "
-                                    f"({DEFAULT_TOPIC} has no route)") from None  # fmt: skip
+                                    f"({AUTO_CREATE_TOPIC_KEY_TOPIC} has no route)") from None  # fmt: skip
 
     async def send_message(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | None = None,
                            properties: Mapping[str, str] | None = None, broker_name: str | None = None,
                            queue_id: int | None = None, route: TopicRouteData | None = None,
                            by_default_topic: bool = False,
-                           group: str = ADMIN_PRODUCER_GROUP) -> SendResult:  # fmt: skip
+                           group: str = TOOLS_PRODUCER_GROUP) -> SendResult:  # fmt: skip
         """``DefaultMQProducer.send``: SEND_MESSAGE_V2 to the next writable queue (or the one given)."""
         if route is None:
             route, by_default_topic = await self.publish_route(topic)
@@ -610,9 +612,9 @@ class MQAdmin:
         props.update(properties or {})
         uniq = self._uniq.next_id()
         props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
-        fields = {"a": group, "b": topic, "c": DEFAULT_TOPIC, "d": DEFAULT_TOPIC_QUEUE_NUMS, "e": qid, "f": 0,
-                  "g": time.time_ns() // 1_000_000, "h": 0, "i": properties_to_string(props), "j": 0, "k": False,
-                  "m": False}  # fmt: skip
+        fields = {"a": group, "b": topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC, "d": DEFAULT_TOPIC_QUEUE_NUMS,
+                  "e": qid, "f": 0, "g": time.time_ns() // 1_000_000, "h": 0, "i": properties_to_string(props),
+                  "j": 0, "k": False, "m": False}  # fmt: skip
         r = await self.invoke(addr, create_request(RequestCode.SEND_MESSAGE_V2, fields, body))
         if r.code not in SEND_STATUS:
             self.check(r, f"send to {topic} {bname}:{qid} ({addr})")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketq.common import json_compat
+from rocketq.common.mixall import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 __all__ = [
     "MASTER_ID",
@@ -32,9 +33,6 @@ __all__ = [
 ]
 
 MASTER_ID = 0
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
 
 
 def as_int(value: Any, default: int = 0) -> int:

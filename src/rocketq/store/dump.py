@@ -63,11 +63,11 @@ from rocketq.common.message import (
     properties_to_string,
 )
 from rocketq.common.message_json import host_to_string, message_to_dict  # noqa: F401  (re-exported)
+from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
     from rocketq.store.message_store import MessageStore
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 # Field names in the order a dump writes them.
 FIELDS: tuple[str, ...] = (
@@ -294,11 +294,11 @@ def dict_to_message(d: Any) -> ImportedMessage:
     )
     real_topic = props.get(PROPERTY_REAL_TOPIC)
     if props.get(PROPERTY_DELAY_TIME_LEVEL) and real_topic:
-        if topic == SCHEDULE_TOPIC:
+        if topic == RMQ_SYS_SCHEDULE_TOPIC:
             try:
                 real_qid = int(props.get(PROPERTY_REAL_QUEUE_ID, ""))
             except ValueError:
-                raise MessageDictError(f"{SCHEDULE_TOPIC} message without a numeric REAL_QID") from None
+                raise MessageDictError(f"{RMQ_SYS_SCHEDULE_TOPIC} message without a numeric REAL_QID") from None
             result.message.topic = real_topic
             result.queue_id = real_qid
             del props[PROPERTY_REAL_TOPIC]
