@@ -48,8 +48,18 @@ def _spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def _env() -> dict[str, str]:
+def _without_rocketq(pythonpath: str) -> str:
+    """*pythonpath* without the entries rocketq is imported from (a source tree on ``PYTHONPATH``, as the
+    tests are run): the cluster must get the package only as shipped."""
+    return os.pathsep.join(p for p in pythonpath.split(os.pathsep) if p and not (Path(p) / "rocketq").is_dir())
+
+
+def _env(*, rocketq: bool = True) -> dict[str, str]:
+    """The environment of the Spark processes; without *rocketq*, PYTHONPATH cannot import the package
+    (the master, the worker and so the executors)."""
     env = dict(os.environ)
+    if not rocketq and "PYTHONPATH" in env:
+        env["PYTHONPATH"] = _without_rocketq(env["PYTHONPATH"])
     env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_HOME=str(_spark_home()), PYSPARK_DRIVER_PYTHON=sys.executable)
     env.pop("PYSPARK_GATEWAY_PORT", None)
     env.pop("PYSPARK_GATEWAY_SECRET", None)
@@ -91,7 +101,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         for name, cmd in commands.items():
             out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
-            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(),
+            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_env(rocketq=False),
                                           start_new_session=True))  # fmt: skip
             out.close()
             if name == "master":
@@ -116,7 +126,8 @@ def _executor_python(tmp: Path) -> Path:
     script = tmp / "executor-python"
     script.write_text(f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S "$@"\n')
     script.chmod(0o755)
-    probe = subprocess.run([str(script), "-c", "import pyarrow, numpy, pyspark; import rocketq"], capture_output=True)
+    probe = subprocess.run([str(script), "-c", "import pyarrow, numpy, pyspark; import rocketq"], capture_output=True,
+                           env=_env(rocketq=False))  # fmt: skip
     assert probe.returncode != 0 and b"No module named 'rocketq'" in probe.stderr, probe.stderr
     return script
 

@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rocketq.cli.store_cmd import CommandError, _positive, _store_dir, store_settings
+from rocketq.cli.store_cmd import CommandError, _positive
 from rocketq.common.errors import RocketqError
+from rocketq.store.store_settings import store_directory, store_settings
 
 _CONF_HELP = (
     "broker.conf with RocketMQ's property names (storePathCommitLog, mappedFileSizeConsumeQueue, maxHashSlotNum, "
@@ -77,7 +78,7 @@ def _progress(args: argparse.Namespace) -> bool:
 
 
 def _settings_config(args: argparse.Namespace) -> Any:
-    return store_settings(_store_dir(args.dir), args.conf).config
+    return store_settings(store_directory(args.dir), args.conf).config
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
@@ -91,7 +92,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    store = str(_store_dir(args.dir))
+    store = str(store_directory(args.dir))
     with _session(args) as spark:
         from rocketq.spark.export import export
 
@@ -103,7 +104,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    store = str(_store_dir(args.dir))
+    store = str(store_directory(args.dir))
     with _session(args) as spark:
         from rocketq.spark.stats import draw_chart, format_table, store_stats
 
@@ -131,7 +132,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise CommandError("give --key K or --time-range A B (see 'rocketq spark query --help')", exit_code=2)
     if args.time_range is not None and args.time_range[1] < args.time_range[0]:
         raise CommandError("--time-range: the end is before the start", exit_code=2)
-    store = str(_store_dir(args.dir))
+    store = str(store_directory(args.dir))
     with _session(args) as spark:
         from rocketq.spark.query import query
 

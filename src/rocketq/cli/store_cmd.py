@@ -33,7 +33,7 @@ import os
 import struct
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -67,12 +67,19 @@ from rocketq.store.dump import MessageDictError, dict_to_message, message_to_dic
 from rocketq.store.index_file import INDEX_HEADER_SIZE, index_file_size, index_key_hash
 from rocketq.store.mapped_file_queue import MappedFileQueue
 from rocketq.store.message_store import MessageStore
-from rocketq.store.store_config import MessageStoreConfig, load_broker_conf
+from rocketq.store.store_config import MessageStoreConfig
+from rocketq.store.store_settings import (
+    INDEX_HEADER,
+    StoreSettings,
+    index_files,
+    read_index_header,
+    store_directory,
+    store_settings,
+)
 
 _LEN_MAGIC = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_INDEX_HEADER = struct.Struct(">qqqqii")
 _INDEX_ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 _MESSAGE_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 _ZERO_CHUNK = 1 << 20
@@ -88,122 +95,6 @@ class CommandError(RocketqError):
 
 
 # ============================================================================ settings
-
-
-@dataclass
-class StoreSettings:
-    """The config a command opens DIR with, and where each size came from."""
-
-    config: MessageStoreConfig
-    sources: dict[str, str] = field(default_factory=dict)
-
-
-def _first_file_size(directory: Path, depth: int) -> tuple[int, Path] | None:
-    """Size of the first non-empty data file *depth* directory levels below *directory*."""
-    if not directory.is_dir():
-        return None
-    pattern = "/".join(["*"] * (depth + 1))
-    for p in sorted(directory.glob(pattern)):
-        if p.is_file() and p.name.isdigit():
-            size = p.stat().st_size
-            if size > 0:
-                return size, p
-    return None
-
-
-def _index_files(index_dir: Path) -> list[Path]:
-    if not index_dir.is_dir():
-        return []
-    return sorted(p for p in index_dir.iterdir() if p.is_file() and p.name.isdigit())
-
-
-def _read_index_header(path: Path) -> tuple[int, int, int, int, int, int]:
-    with open(path, "rb") as f:
-        head = f.read(INDEX_HEADER_SIZE)
-    if len(head) < INDEX_HEADER_SIZE:
-        raise StoreError(f"{path}: too short for an index file ({len(head)} bytes)")
-    return _INDEX_HEADER.unpack(head)
-
-
-def _infer_index_sizes(cfg: MessageStoreConfig, store_dir: Path, sources: dict[str, str]) -> None:
-    files = _index_files(cfg.index_path)
-    if not files:
-        sources["index"] = "RocketMQ default (no index files)"
-        return
-    sizes = {p.stat().st_size for p in files}
-    if len(sizes) > 1:
-        raise StoreError(
-            f"{cfg.index_path}: index files of different sizes {sorted(sizes)}; "
-            "give the store's broker.conf with -c"
-        )
-    size = sizes.pop()
-    if size == index_file_size(cfg.max_hash_slot_num, cfg.max_index_num):
-        sources["index"] = "RocketMQ default (matches the index file size)"
-        return
-    sibling = store_dir.parent / "broker.conf"
-    if sibling.is_file():
-        other = load_broker_conf(sibling)
-        if index_file_size(other.max_hash_slot_num, other.max_index_num) == size:
-            cfg.max_hash_slot_num, cfg.max_index_num = other.max_hash_slot_num, other.max_index_num
-            sources["index"] = f"{sibling}"
-            return
-    for p in files[:-1]:  # a file before the last is full: its indexCount is maxIndexNum
-        *_, slot_count, index_count = _read_index_header(p)
-        rest = size - INDEX_HEADER_SIZE - index_count * 20
-        if index_count >= 2 and rest > 0 and rest % 4 == 0 and 0 <= slot_count <= rest // 4:
-            cfg.max_hash_slot_num, cfg.max_index_num = rest // 4, index_count
-            sources["index"] = f"inferred from the full index file {p.name}"
-            return
-    default = index_file_size(cfg.max_hash_slot_num, cfg.max_index_num)
-    raise StoreError(
-        f"{cfg.index_path}: index files are {size} bytes, not the {default} bytes of the defaults "
-        f"(maxHashSlotNum={cfg.max_hash_slot_num}, maxIndexNum={cfg.max_index_num}); "
-        "give the broker.conf the store was written with: -c broker.conf"
-    )
-
-
-def _rebase_commit_log_path(cfg: MessageStoreConfig, store_dir: Path, sources: dict[str, str]) -> None:
-    """Keep ``storePathCommitLog`` relative to DIR when the conf put it under its own store root."""
-    raw = cfg.store_path_commit_log
-    if not raw:
-        return
-    conf_root = Path(cfg.store_path_root_dir).expanduser()
-    p = Path(raw).expanduser()
-    try:
-        cfg.store_path_commit_log = str(store_dir / p.relative_to(conf_root))
-        return
-    except ValueError:
-        pass
-    if not p.is_dir() and (store_dir / "commitlog").is_dir():
-        sources["commitLogPath"] = f"{store_dir / 'commitlog'} (storePathCommitLog {raw} does not exist)"
-        cfg.store_path_commit_log = ""
-
-
-def store_settings(store_dir: Path, conf: str | None) -> StoreSettings:
-    """The config to open *store_dir* with: from ``-c`` or inferred from the files (see the module doc)."""
-    sources: dict[str, str] = {}
-    if conf is not None:
-        cfg = load_broker_conf(conf)
-        _rebase_commit_log_path(cfg, store_dir, sources)
-        cfg.store_path_root_dir = str(store_dir)
-        for key in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "index"):
-            sources.setdefault(key, str(conf))
-        return StoreSettings(cfg, sources)
-    cfg = MessageStoreConfig(store_path_root_dir=str(store_dir))
-    found = _first_file_size(cfg.commit_log_path, 0)
-    if found is not None:
-        cfg.mapped_file_size_commit_log = found[0]
-        sources["mappedFileSizeCommitLog"] = f"size of {found[1].name}"
-    else:
-        sources["mappedFileSizeCommitLog"] = "RocketMQ default"
-    found = _first_file_size(cfg.consume_queue_path, 2)
-    if found is not None:
-        cfg.mapped_file_size_consume_queue = found[0]
-        sources["mappedFileSizeConsumeQueue"] = f"size of {found[1].relative_to(cfg.consume_queue_path)}"
-    else:
-        sources["mappedFileSizeConsumeQueue"] = "RocketMQ default"
-    _infer_index_sizes(cfg, store_dir, sources)
-    return StoreSettings(cfg, sources)
 
 
 # ======================================================================= opening stores
@@ -309,18 +200,9 @@ class _Progress:
         self._bars.clear()
 
 
-def _store_dir(raw: str) -> Path:
-    p = Path(raw).expanduser()
-    if not p.exists():
-        raise StoreError(f"{raw}: no such directory")
-    if not p.is_dir():
-        raise StoreError(f"{raw}: not a directory (give the store directory, the one holding commitlog/)")
-    return p
-
-
 def open_read_only(args: argparse.Namespace) -> tuple[ReadOnlyStore, StoreSettings]:
     """Open DIR read-only and recovered in memory; the caller closes the store."""
-    store_dir = _store_dir(args.dir)
+    store_dir = store_directory(args.dir)
     settings = store_settings(store_dir, args.conf)
     progress = _Progress(sys.stderr.isatty())
     store = ReadOnlyStore(settings.config, progress=progress)
@@ -468,8 +350,8 @@ def inspect_store(store: ReadOnlyStore, settings: StoreSettings) -> dict[str, An
             total += hi - lo
         topics[topic] = {"queues": queues, "count": total}
     loaded_index = {f.name: f for f in store.index_service.files}
-    index_files = []
-    for p in _index_files(cfg.index_path):
+    index_entries: list[dict[str, Any]] = []
+    for p in index_files(cfg.index_path):
         f = loaded_index.get(p.name)
         if f is not None:
             head = (
@@ -481,7 +363,7 @@ def inspect_store(store: ReadOnlyStore, settings: StoreSettings) -> dict[str, An
                 f.index_count,
             )
         else:
-            head = _read_index_header(p)
+            head = read_index_header(p)
         entry = dict(
             zip(
                 (
@@ -499,7 +381,7 @@ def inspect_store(store: ReadOnlyStore, settings: StoreSettings) -> dict[str, An
         entry = {"name": p.name, "size": p.stat().st_size, **entry, "loaded": f is not None}
         if f is None:
             entry["note"] = "ends after the checkpoint's indexMsgTimestamp: a broker would rebuild it"
-        index_files.append(entry)
+        index_entries.append(entry)
     cp = store.checkpoint
     checkpoint = (
         {}
@@ -547,7 +429,7 @@ def inspect_store(store: ReadOnlyStore, settings: StoreSettings) -> dict[str, An
             "files": sum(len(cq.queue.files) for cq in store.consume_queues()),
         },
         "topics": topics,
-        "index": {"path": str(cfg.index_path), "files": index_files},
+        "index": {"path": str(cfg.index_path), "files": index_entries},
         "checkpoint": checkpoint,
     }
 
@@ -1177,7 +1059,7 @@ class _Verifier:
     def check_index(self) -> None:
         slots, num = self.cfg.max_hash_slot_num, self.cfg.max_index_num
         expected_size = index_file_size(slots, num)
-        files = _index_files(self.cfg.index_path)
+        files = index_files(self.cfg.index_path)
         entries_ok = past_end = 0
         for p in files:
             actual = p.stat().st_size
@@ -1230,7 +1112,7 @@ class _Verifier:
 
     def _check_index_file(self, name: str, mm: mmap.mmap, slots: int, num: int) -> tuple[int, int]:
         """(entries that point at a record carrying their key, entries past the recovered end)."""
-        *_, count = _INDEX_HEADER.unpack_from(mm, 0)
+        *_, count = INDEX_HEADER.unpack_from(mm, 0)
         if count > num or count < 0:
             self.problem(0, f"index file {name}: indexCount {count} is outside 0..{num}")
             return 0, 0
@@ -1386,7 +1268,7 @@ def _recover_text(info: dict[str, Any]) -> list[str]:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    store_dir = _store_dir(args.dir)
+    store_dir = store_directory(args.dir)
     if not (store_dir / "commitlog").exists() and not (store_dir / "consumequeue").exists():
         raise StoreError(f"{store_dir}: not a RocketMQ store (no commitlog or consumequeue)")
     settings = store_settings(store_dir, args.conf)

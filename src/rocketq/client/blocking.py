@@ -285,6 +285,9 @@ class BlockingPullConsumer(_Blocking):
                       end: int | None = None) -> list[MessageExt]:  # fmt: skip
         return self._run(self.consumer.query_message(topic, key, max_num, begin, end))
 
+    def query_message_by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
+        return self._run(self.consumer.query_message_by_unique_key(topic, uniq_key))
+
 
 class BlockingLitePullConsumer(_Blocking):
     """A blocking ``LitePullConsumer``; iterating over it yields messages until it is shut down."""

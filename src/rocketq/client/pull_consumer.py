@@ -36,7 +36,7 @@ from rocketq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadO
 from rocketq.client.pull_api import PullAPIWrapper, build_sys_flag
 from rocketq.client.pull_result import PullResult
 from rocketq.client.rebalance import master_addr, max_offset, min_offset, search_offset
-from rocketq.common.message import MessageExt
+from rocketq.common.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
 from rocketq.common.message_id import decode_offset_message_id
 
 __all__ = ["PullConsumer"]
@@ -244,6 +244,22 @@ class PullConsumer:
             if addr is not None:
                 found.extend(await self.instance.api.query_message(addr, topic, key, max_num, begin, end_ms))
         return [m for m in found if key in (m.properties.get("KEYS") or "").split(" ")][:max_num]
+
+    async def query_message_by_unique_key(self, topic: str, uniq_key: str) -> list[MessageExt]:
+        """Messages of ``topic`` whose ``UNIQ_KEY`` is ``uniq_key``: QUERY_MESSAGE with ``_UNIQUE_KEY_QUERY`` to
+        every broker of the topic, over all store times (Java's ``MQAdminImpl.queryMessageByUniqKey``, behind
+        ``viewMessage(topic, msgId)``). Empty when no broker's index has it."""
+        route = await self.instance.api.get_topic_route(topic)
+        if route is None:
+            raise NoRouteError(topic)
+        found: list[MessageExt] = []
+        for bd in route.broker_datas:
+            addr = bd.select_broker_addr()
+            if addr is not None:
+                found.extend(await self.instance.api.query_message(addr, topic, uniq_key, 32, 0, 2**63 - 1,
+                                                                   unique_key=True))  # fmt: skip
+        return [m for m in found if m.topic == topic and m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                == uniq_key]  # fmt: skip
 
     async def send_message_back(self, msg: MessageExt, delay_level: int = 0, broker_name: str | None = None,
                                 max_reconsume_times: int = 16) -> None:  # fmt: skip

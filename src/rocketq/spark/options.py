@@ -1,9 +1,14 @@
 """Options of the ``rocketq`` data source, parsed from the strings Spark hands over.
 
 Spark passes every option as a string under a lower-cased key (spec
-spark-datasource §2.2); this module turns them into a :class:`ScanOptions`
-(picklable, so it travels to the executors with each partition) and rejects
-anything it does not understand with an :class:`OptionError` naming the option.
+spark-datasource §2.2); this module turns them into picklable option objects
+(they travel to the executors with the readers and writers) and rejects anything
+it does not understand with an :class:`OptionError` naming the option.
+
+One format serves a store directory and a running broker: :func:`source_kind`
+tells them apart by ``path`` (a store) or ``namesrv`` (a broker), never both.
+
+**A store directory** (:class:`ScanOptions`, :func:`parse_options`):
 
 =====================  =====================================================================
 option                 meaning
@@ -35,6 +40,35 @@ read is a full scan of the commit log, one partition per file (or per
 ``maxPartitionBytes`` of a larger file). A store without consume queues is
 scanned whole with the topic and queue filters applied per record; offsets then
 cannot be honoured and are refused.
+
+**A broker, read** (:class:`BrokerOptions`, :func:`parse_broker_options`):
+
+===========================  ===============================================================
+option                       meaning
+===========================  ===============================================================
+``namesrv``                  name server address(es), ``host:port`` separated by ``;``
+``topic``                    the topic to read; several separated by commas
+``queues``                   comma-separated queue ids (default: every readable queue)
+``startingOffsets``          as for a store; default ``earliest`` for ``read``, ``latest`` for
+                             ``readStream`` (Kafka's defaults)
+``endingOffsets``            ``read`` only; as for a store, default ``latest`` (the max offsets
+                             when the read is planned)
+``maxMessagesPerTrigger``    ``readStream``: at most this many messages per micro-batch,
+                             shared fairly among the queues that have some
+``maxMessagesPerPartition``  ``read``: queue-offset ranges longer than this are split (100 000)
+``failOnDataLoss``           ``true`` (default): a range the broker no longer has (expired from
+                             the commit log) fails the read; ``false``: skip it with a warning
+``consumerGroup``            the group the pulls are made in (``rocketq-spark``); nothing is
+                             committed to it
+``pullBatchSize``            messages asked per pull (32; the broker caps a pull at 32 too)
+``batchRows``                rows per Arrow batch (as for a store)
+===========================  ===============================================================
+
+**A broker, written** (:class:`SinkOptions`, :func:`parse_sink_options`): ``namesrv``;
+``topic`` (for rows without a ``topic`` column or with a null one); ``producerGroup``
+(``rocketq-spark-writer``); ``sendBatchSize`` (messages per SEND_BATCH_MESSAGE, 32);
+``sendTimeout`` (seconds per send, 3); ``sendRetries`` (retries of a send whose outcome is
+unknown, after checking that it did not arrive, 3).
 """
 
 from __future__ import annotations
@@ -140,10 +174,10 @@ def _positive(options: Mapping[str, str], key: str, default: int) -> int:
     return value
 
 
-def _bool(options: Mapping[str, str], key: str) -> bool:
+def _bool(options: Mapping[str, str], key: str, default: bool = False) -> bool:
     raw = _text(options, key)
     if raw is None:
-        return False
+        return default
     if raw.lower() in ("true", "false"):
         return raw.lower() == "true"
     raise OptionError(f"option {key}: expected true or false, got {raw!r}")
@@ -227,15 +261,7 @@ def parse_options(options: Mapping[str, str]) -> ScanOptions:
             re.compile(pattern)
         except re.error as e:
             raise OptionError(f"option topicPattern: not a regular expression: {e}") from None
-    queues = None
-    queues_raw = _text(opts, "queues")
-    if queues_raw is not None:
-        try:
-            queues = tuple(sorted({int(q) for q in queues_raw.split(",") if q.strip()}))
-        except ValueError:
-            raise OptionError(f"option queues: expected comma-separated queue ids, got {queues_raw!r}") from None
-        if not queues or min(queues) < 0:
-            raise OptionError(f"option queues: expected non-negative queue ids, got {queues_raw!r}")
+    queues = _queue_ids(opts)
     mode = (_text(opts, "mode") or "FAILFAST").upper()
     if mode not in MODES:
         raise OptionError(f"option mode: expected FAILFAST or PERMISSIVE, got {mode!r}")
@@ -260,4 +286,149 @@ def parse_options(options: Mapping[str, str]) -> ScanOptions:
         max_partition_bytes=_positive(opts, "maxPartitionBytes", DEFAULT_PARTITION_BYTES),
         max_partition_units=_positive(opts, "maxUnitsPerPartition", DEFAULT_PARTITION_UNITS),
         batch_rows=_positive(opts, "batchRows", DEFAULT_BATCH_ROWS),
+    )
+
+
+# ============================================================================ which source
+
+
+def source_kind(options: Mapping[str, str]) -> str:
+    """``"store"`` when the options name a store directory (``path``), ``"broker"`` for a name server
+    (``namesrv``); anything else is an :class:`OptionError`."""
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    path, namesrv = _text(opts, "path"), _text(opts, "namesrv")
+    if path is not None and namesrv is not None:
+        raise OptionError(f"options path and namesrv: give one: path (a store directory, {path!r}) or namesrv "
+                          f"(a running broker's name server, {namesrv!r}), not both")  # fmt: skip
+    if path is not None:
+        return "store"
+    if namesrv is not None:
+        return "broker"
+    raise OptionError('the rocketq format needs option path (a store directory: .load(DIR)) or option namesrv '
+                      '(a broker\'s name server: .option("namesrv", "127.0.0.1:9876"))')  # fmt: skip
+
+
+# ============================================================================ a broker
+
+DEFAULT_CONSUMER_GROUP: Final = "rocketq-spark"
+DEFAULT_PRODUCER_GROUP: Final = "rocketq-spark-writer"
+DEFAULT_PARTITION_MESSAGES: Final = 100_000
+DEFAULT_PULL_BATCH: Final = 32
+DEFAULT_SEND_BATCH: Final = 32
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerOptions:
+    namesrv: str
+    topics: tuple[str, ...]
+    queues: tuple[int, ...] | None = None
+    starting: OffsetSpec = OffsetSpec(EARLIEST)
+    ending: OffsetSpec = OffsetSpec(LATEST)
+    max_messages_per_trigger: int | None = None
+    max_partition_messages: int = DEFAULT_PARTITION_MESSAGES
+    fail_on_data_loss: bool = True
+    consumer_group: str = DEFAULT_CONSUMER_GROUP
+    pull_batch_size: int = DEFAULT_PULL_BATCH
+    batch_rows: int = DEFAULT_BATCH_ROWS
+
+    def queue_matches(self, queue_id: int) -> bool:
+        return self.queues is None or queue_id in self.queues
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    namesrv: str
+    topic: str | None = None
+    producer_group: str = DEFAULT_PRODUCER_GROUP
+    send_batch_size: int = DEFAULT_SEND_BATCH
+    send_timeout: float = 3.0
+    send_retries: int = 3
+
+
+def _namesrv(opts: Mapping[str, str]) -> str:
+    namesrv = _text(opts, "namesrv")
+    if namesrv is None:
+        raise OptionError('option namesrv: the name server address is required, e.g. "127.0.0.1:9876"')
+    for addr in (a.strip() for a in namesrv.replace(",", ";").split(";")):
+        host, sep, port = addr.rpartition(":")
+        if addr and (not sep or not host or not port.isdigit() or not 0 < int(port) < 65536):
+            raise OptionError(f"option namesrv: {addr!r} is not host:port")
+    return namesrv
+
+
+def _queue_ids(opts: Mapping[str, str]) -> tuple[int, ...] | None:
+    raw = _text(opts, "queues")
+    if raw is None:
+        return None
+    try:
+        queues = tuple(sorted({int(q) for q in raw.split(",") if q.strip()}))
+    except ValueError:
+        raise OptionError(f"option queues: expected comma-separated queue ids, got {raw!r}") from None
+    if not queues or min(queues) < 0:
+        raise OptionError(f"option queues: expected non-negative queue ids, got {raw!r}")
+    return queues
+
+
+def parse_broker_options(options: Mapping[str, str], *, streaming: bool) -> BrokerOptions:
+    """A :class:`BrokerOptions` for ``read`` (*streaming* false) or ``readStream``."""
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    namesrv = _namesrv(opts)
+    topics_raw = _text(opts, "topic")
+    if topics_raw is None:
+        hint = " (topics is an option of store reads)" if _text(opts, "topics") is not None else ""
+        raise OptionError(f'option topic: the topic to read is required: .option("topic", "TopicA"){hint}')
+    topics = tuple(dict.fromkeys(t.strip() for t in topics_raw.split(",") if t.strip()))
+    if not topics:
+        raise OptionError("option topic: no topic named")
+    ending_raw = _text(opts, "endingOffsets")
+    if streaming and ending_raw is not None:
+        raise OptionError("option endingOffsets: a stream has no end; use it with spark.read, or "
+                          "trigger(availableNow=True) to stop at what is there when the query starts")  # fmt: skip
+    starting = parse_offsets(_text(opts, "startingOffsets"), "startingOffsets", LATEST if streaming else EARLIEST)
+    ending = parse_offsets(ending_raw, "endingOffsets", LATEST)
+    for spec, key in ((starting, "startingOffsets"), (ending, "endingOffsets")):
+        other = set(spec.per_queue) - set(topics)
+        if other:
+            raise OptionError(f"option {key}: topic {sorted(other)[0]!r} is not read (option topic: {topics_raw})")
+    per_trigger = _text(opts, "maxMessagesPerTrigger")
+    return BrokerOptions(
+        namesrv=namesrv,
+        topics=topics,
+        queues=_queue_ids(opts),
+        starting=starting,
+        ending=ending,
+        max_messages_per_trigger=None if per_trigger is None else _positive(opts, "maxMessagesPerTrigger", 1),
+        max_partition_messages=_positive(opts, "maxMessagesPerPartition", DEFAULT_PARTITION_MESSAGES),
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", default=True),
+        consumer_group=_text(opts, "consumerGroup") or DEFAULT_CONSUMER_GROUP,
+        pull_batch_size=_positive(opts, "pullBatchSize", DEFAULT_PULL_BATCH),
+        batch_rows=_positive(opts, "batchRows", DEFAULT_BATCH_ROWS),
+    )
+
+
+def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
+    """A :class:`SinkOptions` for ``write`` and ``writeStream``."""
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    timeout_raw = _text(opts, "sendTimeout")
+    timeout = 3.0
+    if timeout_raw is not None:
+        try:
+            timeout = float(timeout_raw)
+        except ValueError:
+            timeout = -1.0
+        if not timeout > 0:
+            raise OptionError(f"option sendTimeout: expected seconds > 0, got {timeout_raw!r}")
+    retries_raw = _text(opts, "sendRetries")
+    retries = 3
+    if retries_raw is not None:
+        if not retries_raw.isdigit():
+            raise OptionError(f"option sendRetries: expected a count >= 0, got {retries_raw!r}")
+        retries = int(retries_raw)
+    return SinkOptions(
+        namesrv=_namesrv(opts),
+        topic=_text(opts, "topic"),
+        producer_group=_text(opts, "producerGroup") or DEFAULT_PRODUCER_GROUP,
+        send_batch_size=_positive(opts, "sendBatchSize", DEFAULT_SEND_BATCH),
+        send_timeout=timeout,
+        send_retries=retries,
     )

@@ -35,13 +35,10 @@ offset (``rocketq store verify`` tells more).
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,9 +63,10 @@ from rocketq.spark.store_scan import (
 from rocketq.store.commit_log import CommitLog
 from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rocketq.store.index_file import IndexFile
-from rocketq.store.index_service import _time_file_name
+from rocketq.store.index_service import time_file_name
 from rocketq.store.message_store import DISPATCH_BATCH
 from rocketq.store.store_config import MessageStoreConfig
+from rocketq.store.store_lock import StoreLock
 
 _DECODE_ROWS = 65536
 _UNIT_SCHEMA = pa.schema([("topic", pa.string()), ("queueId", pa.int32()), ("phys", pa.int64()),
@@ -291,24 +289,6 @@ class RebuildReport:
         ]
 
 
-@contextmanager
-def store_lock(root: Path) -> Iterator[None]:
-    """Hold the store's ``lock`` file as a running store does (``DefaultMessageStore`` / :class:`MessageStore`)."""
-    path = root / "lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError:
-            raise StoreError(f"{root}: the store is in use by another process (lock is held)") from None
-        try:
-            yield
-        finally:
-            fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
-    finally:
-        os.close(fd)
-
-
 def plan_decode(config: MessageStoreConfig, staging: str, max_partition_bytes: int) -> list[DecodeTask]:
     files = list_data_files(config.commit_log_path)
     return [DecodeTask(i, rng, staging, config) for i, rng in enumerate(commit_log_ranges(files, max_partition_bytes))]
@@ -353,7 +333,7 @@ def plan_index(results: list[DecodeResult], tasks: list[DecodeTask], staging: st
         seed_phys = seed_time = 0
         if k > 0:
             seed_phys, seed_time = keys_at(k * per_file - 1)
-        name = _time_file_name(now + _dt.timedelta(milliseconds=k))
+        name = time_file_name(now + _dt.timedelta(milliseconds=k))
         out.append(IndexTask(staging, name, config.max_hash_slot_num, config.max_index_num, first, last,
                              seed_phys, seed_time, tuple(parts)))  # fmt: skip
     return out
@@ -414,7 +394,7 @@ def rebuild(spark: Any, config: MessageStoreConfig, *, progress: bool = False,
     from rocketq.spark.session import JobProgress
 
     sc = spark.sparkContext
-    with store_lock(root):
+    with StoreLock(root):
         staging = root / f".rebuild-{uuid.uuid4().hex[:12]}"
         (staging / "parts").mkdir(parents=True)
         try:

@@ -658,8 +658,8 @@ class RecordBlock:
             "sysFlag": pa.array(self.sys_flag),
             "bodyCRC": pa.array(self.crc),
             "reconsumeTimes": pa.array(self.reconsume),
-            "bornTimestamp": _timestamps(self.born_ts),
-            "storeTimestamp": _timestamps(self.store_ts),
+            "bornTimestamp": timestamp_array(self.born_ts),
+            "storeTimestamp": timestamp_array(self.store_ts),
             "bornHost": self._hosts(self.born_addr, self.born_port, (self.group & 1) != 0),
             "storeHost": self._hosts(self.store_addr, self.store_port, (self.group & 2) != 0),
         }
@@ -744,6 +744,7 @@ class RecordBlock:
         return h, self.phys[rows], self.store_ts[rows], rows
 
 
-def _timestamps(ms: np.ndarray) -> pa.Array:
+def timestamp_array(ms: np.ndarray) -> pa.Array:
+    """Milliseconds since the epoch as the schema's UTC timestamp column (microseconds), clipped to its range."""
     us = np.clip(ms, -(2**63) // 1000, (2**63 - 1) // 1000) * 1000
     return pa.Array.from_buffers(TIMESTAMP, len(us), [None, pa.py_buffer(np.ascontiguousarray(us, dtype=np.int64))])

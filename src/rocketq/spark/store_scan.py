@@ -43,6 +43,7 @@ from rocketq.spark.options import EARLIEST, LATEST, ScanOptions
 from rocketq.spark.record_decoder import CommitLogFile, Corrupt, RecordBlock
 from rocketq.store.consume_queue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, FILLER_SIZE
 from rocketq.store.store_config import MessageStoreConfig
+from rocketq.store.store_settings import store_directory, store_settings
 
 log = logging.getLogger("rocketq.spark")
 _LEN_MAGIC = struct.Struct(">ii")
@@ -101,9 +102,7 @@ class StoreLayout:
 def store_config(path: str, conf: str | None) -> MessageStoreConfig:
     """The config of the store at *path*: from *conf* (``broker.conf``) as ``rocketq store`` reads it, or
     RocketMQ's layout under *path*. File sizes are not needed to read: each file says its own."""
-    from rocketq.cli.store_cmd import _store_dir, store_settings
-
-    root = _store_dir(path)
+    root = store_directory(path)
     if conf is not None:
         return store_settings(root, conf).config
     return MessageStoreConfig(store_path_root_dir=str(root))

@@ -52,7 +52,7 @@ class QueryOffsetResult:
 _ONE_MS = timedelta(milliseconds=1)
 
 
-def _time_file_name(t: datetime) -> str:
+def time_file_name(t: datetime) -> str:
     """``UtilAll.timeMillisToHumanString``: local time as ``yyyyMMddHHmmssSSS``."""
     return f"{t:%Y%m%d%H%M%S}{t.microsecond // 1000:03d}"
 
@@ -233,10 +233,10 @@ class IndexService:
             last = _parse_time_file_name(self.files[-1].name)
             if last is not None and t <= last:
                 t = last + _ONE_MS
-        name = _time_file_name(t)
+        name = time_file_name(t)
         while (self.store_path / name).exists():
             t += _ONE_MS
-            name = _time_file_name(t)
+            name = time_file_name(t)
         return name
 
     # --- querying -----------------------------------------------------------------

@@ -20,7 +20,6 @@ close, so its presence at the next open means abnormal recovery. A store opened
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
 import re
 import threading
@@ -75,6 +74,7 @@ from rocketq.store.recovery import RecoveryDispatch, RecoveryReport
 from rocketq.store.running_flags import RunningFlags
 from rocketq.store.services import StoreServices
 from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
+from rocketq.store.store_lock import StoreLock
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -85,15 +85,6 @@ MAX_QUEUE_ID = 1023
 _UNCHECKED = object()
 DISPATCH_BATCH = 512  # records per dispatch round: bounds the wake-up delay of a long poll
 _PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-_OPEN_IN_PROCESS: set[str] = set()  # roots of the stores this process holds the lock of
-_OPEN_IN_PROCESS_LOCK = threading.Lock()
-
-
-def _forget_open(key: str) -> None:
-    with _OPEN_IN_PROCESS_LOCK:
-        _OPEN_IN_PROCESS.discard(key)
 
 
 class GetMessageStatus(Enum):
@@ -280,7 +271,7 @@ class MessageStore:
         self.reput: ReputMessageService | None = None
         self.last_exit_ok = True
         self.recovered_offset = 0
-        self._lock_fd = -1
+        self._lock = StoreLock(self.root)
         self._closed = True
         self._uniq = UniqueIdGenerator(self.config.broker_ip1)
         self._good_topics: set[str] = set()
@@ -329,35 +320,11 @@ class MessageStore:
             raise StoreError(f"{self.root}: exists and is not a directory")
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def _take_lock(self) -> None:
-        path = self.root / "lock"
-        # POSIX record locks belong to the process: a second open in this process would get the
-        # lock too (and drop it for both when it closes), so those are refused here.
-        key = os.path.realpath(self.root)
-        with _OPEN_IN_PROCESS_LOCK:
-            if key in _OPEN_IN_PROCESS:
-                raise StoreError(f"{self.root}: the store is in use (already open in this process)")
-            _OPEN_IN_PROCESS.add(key)
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            _forget_open(key)
-            raise StoreError(f"cannot open {path}: {e.strerror}") from e
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError:
-            os.close(fd)
-            _forget_open(key)
-            raise StoreError(f"{self.root}: the store is in use by another process (lock is held)") from None
-        os.pwrite(fd, b"lock", 0)
-        os.fsync(fd)
-        self._lock_fd = fd
-
     def load(self) -> None:
         """``DefaultMessageStore.load``: files, checkpoint, index, then recovery."""
         self._check_root()
         if not self.read_only:
-            self._take_lock()
+            self._lock.acquire()
         try:
             self.last_exit_ok = not self.abort_file.exists()
             self.commit_log.load()
@@ -592,13 +559,7 @@ class MessageStore:
             manager.persist()
 
     def _release(self) -> None:
-        if self._lock_fd >= 0:
-            try:
-                fcntl.lockf(self._lock_fd, fcntl.LOCK_UN, 1, 0)
-            finally:
-                os.close(self._lock_fd)
-                self._lock_fd = -1
-                _forget_open(os.path.realpath(self.root))
+        self._lock.release()
 
     def _on_index_file_full(self, end_timestamp: int) -> None:
         if self.checkpoint is not None:
