@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from rocketq.broker.topic_validator import PERM_READ, PERM_WRITE, RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC
 from rocketq.broker.transactional_message_service import TransactionalMessageService, with_properties
+from rocketq.common.aio import wait_event
 from rocketq.common.codec import encode_record
 from rocketq.common.message import (
     PROPERTY_PRODUCER_GROUP,
@@ -172,8 +173,7 @@ class TransactionalMessageCheckService:
     async def _run(self) -> None:
         assert self._wake is not None
         interval = max(0.05, self.controller.broker_config.transaction_check_interval / 1000.0)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), min(FIRST_CHECK_DELAY_S, interval))
+        await wait_event(self._wake, min(FIRST_CHECK_DELAY_S, interval))
         while True:
             self._wake.clear()
             try:
@@ -182,5 +182,4 @@ class TransactionalMessageCheckService:
                 raise
             except Exception:
                 log.exception("transaction check failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval)
+            await wait_event(self._wake, interval)

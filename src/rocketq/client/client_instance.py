@@ -52,6 +52,7 @@ from rocketq.client.route import (
     route_to_subscribe_info,
 )
 from rocketq.common import json_compat
+from rocketq.common.aio import wait_event
 from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.transport import ProcessorTable, RemotingClient, RemotingConnection
@@ -64,6 +65,7 @@ __all__ = ["CLIENT_INNER_PRODUCER_GROUP", "ClientInstance", "ConsumerInner", "Pr
 log = logging.getLogger(__name__)
 
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+SHUTDOWN_GRACE_S = 5.0
 
 
 class ProducerInner(Protocol):
@@ -233,9 +235,12 @@ class ClientInstance:
         tasks, self._tasks = [*self._tasks, *self._oneshots], []
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:
+            # Bounded: a task that ignores its cancellation must not hang the caller's shutdown.
+            _done, stuck = await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S)
+            for task in stuck:
+                log.warning("%s: task %s did not stop within %.0f s", self.client_id, task.get_name(),
+                            SHUTDOWN_GRACE_S)  # fmt: skip
         if self._started and self.broker_addr_table:
             with contextlib.suppress(Exception):
                 await self.unregister_client(CLIENT_INNER_PRODUCER_GROUP, None)
@@ -442,8 +447,7 @@ class ClientInstance:
 
     async def _rebalance_service(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._rebalance_wakeup.wait(), self.config.rebalance_interval)
+            await wait_event(self._rebalance_wakeup, self.config.rebalance_interval)
             self._rebalance_wakeup.clear()
             await self.do_rebalance()
 
