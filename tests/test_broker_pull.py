@@ -18,9 +18,9 @@ from broker_support import (
     settle,
 )
 from rocketq.broker.expression_message_filter import ExpressionMessageFilter, record_tags
-from rocketq.broker.protocol import SubscriptionData
 from rocketq.broker.pull_message_processor import pull_response_code
 from rocketq.common.codec import encode_record
+from rocketq.common.heartbeat import SubscriptionData
 from rocketq.common.javacompat import java_string_hash
 from rocketq.common.message import MessageExt
 from rocketq.remoting.codes import RequestCode, ResponseCode
