@@ -331,6 +331,9 @@ class SendMessageProcessor:
         batch_props = string_to_properties(header.properties or "")
         batch_props[PROPERTY_CLUSTER] = ctl.broker_config.broker_cluster_name
         batch_raw = encode_utf8_java(properties_to_string({k: batch_props[k] for k in hashmap_order(batch_props)}))
+        # What the stored string (entry's, then the batch's) reads back as, without reading each one again: the
+        # entry's properties (decode_batch_body read them), then the batch's, a later name winning.
+        batch_read = string_to_properties(batch_raw.decode("utf-8", "replace"))
         born_host = _peer(conn)
         store_host = ctl.store_host
         reconsume_times = header.reconsume_times or 0
@@ -340,8 +343,7 @@ class SendMessageProcessor:
                 raw += b"\x02"
             raw += batch_raw
             msgs.append(MessageExt(
-                topic=topic, body=item.body, flag=item.flag,
-                properties=string_to_properties(raw.decode("utf-8", "replace")),
+                topic=topic, body=item.body, flag=item.flag, properties={**item.properties, **batch_read},
                 queue_id=queue_id, sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
                 store_host=store_host, reconsume_times=reconsume_times, properties_bytes=raw,
             ))  # fmt: skip

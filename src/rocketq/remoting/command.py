@@ -602,6 +602,17 @@ def _json_ext_value(value: object) -> str | None:
     return json_compat.dumps(value)
 
 
+_LANGUAGES: dict[str, LanguageCode] = dict(LanguageCode.__members__)
+
+
+def _language(value: object) -> LanguageCode:
+    """A header's ``language``: a known name at the cost of a lookup; absent: JAVA; else ``LanguageCode.parse``."""
+    if value is None:
+        return LanguageCode.JAVA
+    known = _LANGUAGES.get(value) if type(value) is str else None
+    return known if known is not None else LanguageCode.parse(value)
+
+
 def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     """Parse a JSON header as tolerantly as spec §3.1 asks: any member order, unknown or missing members,
     trailing whitespace, any ``language``, non-string ``extFields`` values coerced to their text."""
@@ -628,7 +639,7 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     code, version, opaque, flag = obj.get("code"), obj.get("version"), obj.get("opaque"), obj.get("flag")
     return RemotingCommand(
         code=code if type(code) is int else _json_int(obj, "code", 0),
-        language=LanguageCode.JAVA if language is None else LanguageCode.parse(language),
+        language=_language(language),
         version=version if type(version) is int else _json_int(obj, "version", 0),
         opaque=opaque if type(opaque) is int else _json_int(obj, "opaque", 0),
         flag=flag if type(flag) is int else _json_int(obj, "flag", 0),
