@@ -41,13 +41,14 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_servers import RedisServer, RocketqServer
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "broker_bench.json"
@@ -61,116 +62,9 @@ PULL_BATCH = 32
 
 # -- servers ---------------------------------------------------------------------------------------------------
 
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port(also: tuple[int, ...] = ()) -> int:
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port > 1100 and all(_port_free(port + d) for d in also):
-            return port
-    raise RuntimeError("no free port on 127.0.0.1")
-
-
-def _stop(proc: subprocess.Popen[Any] | None, sig: int = signal.SIGTERM) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(sig)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-
-
-class RocketqServer:
-    """``rocketq start`` with an ASYNC_FLUSH broker.conf."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.namesrv_port = free_port()
-        self.broker_port = free_port(also=(-2,))
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def namesrv(self) -> str:
-        return f"127.0.0.1:{self.namesrv_port}"
-
-    @property
-    def broker(self) -> str:
-        return f"127.0.0.1:{self.broker_port}"
-
-    def start(self) -> None:
-        conf = self.workdir / "broker.conf"
-        conf.write_text("brokerName=bench-broker\nbrokerClusterName=BenchCluster\nflushDiskType=ASYNC_FLUSH\n"
-                        "brokerRole=ASYNC_MASTER\nbrokerIP1=127.0.0.1\n", encoding="utf-8")  # fmt: skip
-        cmd = [sys.executable, "-m", "rocketq.cli.main", "start", "-c", str(conf), "--store",
-               str(self.workdir / "store"), "--namesrv-port", str(self.namesrv_port), "--broker-port",
-               str(self.broker_port)]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)  # fmt: skip
-        assert self.proc.stdout is not None
-        lines: list[str] = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "rocketq ready" in line:
-                return
-        self.stop()
-        raise RuntimeError("rocketq start did not come up:\n" + "".join(lines))
-
-    def stop(self) -> None:
-        _stop(self.proc)
-        self.proc = None
-
-
-class RedisServer:
-    """``redis-server`` with AOF, fsync every second, no RDB snapshots."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.version = ""
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise SystemExit("redis-server not found: install it (Debian: apt-get install -y redis-server) "
-                             "or run with --no-redis")  # fmt: skip
-        cmd = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "yes",
-               "--appendfsync", "everysec", "--dir", str(self.workdir), "--protected-mode", "no"]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)  # fmt: skip
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=self.port)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                self.version = str(client.info("server")["redis_version"])
-                return
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        _stop(self.proc)
-        self.proc = None
+#: The broker.conf of the measured broker.
+BROKER_CONF = {"brokerName": "bench-broker", "brokerClusterName": "BenchCluster", "flushDiskType": "ASYNC_FLUSH",
+               "brokerRole": "ASYNC_MASTER", "brokerIP1": "127.0.0.1"}  # fmt: skip
 
 
 # -- load generator (runs in worker processes: python bench/broker_bench.py --worker JSON) ------------------------
@@ -601,8 +495,8 @@ def main() -> int:
         work = Path(tmp)
         (work / "rocketq").mkdir()
         (work / "redis").mkdir()
-        rq = RocketqServer(work / "rocketq")
-        rd = None if args.no_redis else RedisServer(work / "redis")
+        rq = RocketqServer(work / "rocketq", BROKER_CONF)
+        rd = None if args.no_redis else RedisServer(work / "redis", appendfsync="everysec")
         old_term = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         try:
             rq.start()

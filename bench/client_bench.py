@@ -33,16 +33,14 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import shutil
-import signal
-import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench_servers import RedisServer, RocketqServer
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "client_bench.json"
@@ -51,105 +49,6 @@ TOPIC = "BenchTopic"
 GROUP = "BenchGroup"
 STREAM = "bench"
 _STAMP = struct.Struct(">qq")  # born time (ns), sequence
-
-
-# -- servers -----------------------------------------------------------------------------------------------
-
-
-def free_port(also_free: tuple[int, ...] = ()) -> int:
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port > 1024 + 2 and all(_port_free(port + d) for d in also_free):
-            return port
-    raise RuntimeError("no free port")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-class RocketqServer:
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.namesrv_port = free_port()
-        self.broker_port = free_port(also_free=(-2, 1))
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def namesrv_addr(self) -> str:
-        return f"127.0.0.1:{self.namesrv_port}"
-
-    def start(self) -> None:
-        cmd = [sys.executable, "-m", "rocketq.cli.main", "start", "--store", str(self.workdir / "store"),
-               "--namesrv-port", str(self.namesrv_port), "--broker-port", str(self.broker_port)]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)  # fmt: skip
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + 60
-        lines = []
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "ready" in line:
-                return
-        self.stop()
-        raise RuntimeError("rocketq start did not come up:\n" + "".join(lines))
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-
-class RedisServer:
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise RuntimeError("redis-server not found: apt-get install -y redis-server")
-        cmd = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-               "--dir", str(self.workdir), "--protected-mode", "no"]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        import redis
-
-        client = redis.Redis(host="127.0.0.1", port=self.port)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
 
 
 # -- workers (separate processes) --------------------------------------------------------------------------
@@ -323,7 +222,7 @@ def run_phase(system: str, server: Any, args: dict[str, Any], rate: float | None
     ready = ctx.Semaphore(0)
     if system == "rocketq":
         target: Any = (rocketq_consumer, rocketq_producer)
-        where: Any = server.namesrv_addr
+        where: Any = server.namesrv
     else:
         import redis
 
@@ -431,11 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="client-bench-") as tmp:
         work = Path(tmp)
         rocketq = RocketqServer(work)
-        redis_server = RedisServer(work)
+        redis_server = RedisServer(work)  # no persistence
         try:
             rocketq.start()
             redis_server.start()
-            create_topic(rocketq.namesrv_addr, ns.queues)
+            create_topic(rocketq.namesrv, ns.queues)
             for system, server in (("rocketq", rocketq), ("redis-streams", redis_server)):
                 peak = run_phase(system, server, args, None)
                 peak["phase"] = "peak"

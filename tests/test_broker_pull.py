@@ -18,9 +18,9 @@ from broker_support import (
     settle,
 )
 from rocketq.broker.expression_message_filter import ExpressionMessageFilter, record_tags
-from rocketq.broker.protocol import SubscriptionData
 from rocketq.broker.pull_message_processor import pull_response_code
 from rocketq.common.codec import encode_record
+from rocketq.common.heartbeat import SubscriptionData
 from rocketq.common.javacompat import java_string_hash
 from rocketq.common.message import MessageExt
 from rocketq.remoting.codes import RequestCode, ResponseCode
@@ -193,5 +193,68 @@ def test_commit_offset_piggyback_and_vip_port_has_no_pull(tmp_path: Path) -> Non
                 assert (await vip.invoke(send_v2("CO", b"via vip"))).code == ResponseCode.SUCCESS
             finally:
                 await vip.close()
+
+    run(scenario())
+
+
+class _FakeConnection:
+    closed = False
+
+
+def test_a_pull_registered_after_its_queue_grew_is_let_through_at_once() -> None:
+    """The message dispatched between the pull's read and its registration must not wait for the next one."""
+    from rocketq.broker.pull_request_hold_service import PullRequestHoldService, WakeReason
+
+    async def scenario() -> None:
+        max_offsets = {("T", 0): 5}
+        service = PullRequestHoldService(lambda topic, qid: max_offsets[(topic, qid)])
+        flt = ExpressionMessageFilter(SubscriptionData(topic="T"))
+        t0 = time.monotonic()
+        reason = await service.suspend(_FakeConnection(), "T", 0, 4, flt, 10.0)  # type: ignore[arg-type]
+        assert reason == WakeReason.ARRIVED and time.monotonic() - t0 < 1.0
+        assert service.held_count == 0
+        reason = await service.suspend(_FakeConnection(), "T", 0, 5, flt, 0.05)  # type: ignore[arg-type]
+        assert reason == WakeReason.TIMEOUT
+
+    run(scenario())
+
+
+def test_arrivals_of_one_dispatch_batch_wake_the_loop_once() -> None:
+    from rocketq.broker.pull_request_hold_service import PullRequestHoldService, WakeReason
+
+    async def scenario() -> None:
+        max_offsets = {("T", 0): 0, ("T", 1): 0}
+        service = PullRequestHoldService(lambda topic, qid: max_offsets[(topic, qid)])
+        service.start()
+        loop = asyncio.get_running_loop()
+        scheduled: list[object] = []
+        real = loop.call_soon_threadsafe
+
+        def counting(callback, *args):  # type: ignore[no-untyped-def]
+            if getattr(callback, "__name__", "") != "_set_state":  # not to_thread's own hand-back
+                scheduled.append(callback)
+            return real(callback, *args)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        try:
+            flt = ExpressionMessageFilter(SubscriptionData(topic="T"))
+            held = [asyncio.ensure_future(service.suspend(_FakeConnection(), "T", q, 0, flt, 10.0))  # type: ignore[arg-type]
+                    for q in (0, 1)]  # fmt: skip
+            await asyncio.sleep(0.01)
+            assert service.held_count == 2
+
+            def dispatch() -> None:  # the store's dispatch thread: 64 messages on two queues
+                for i in range(64):
+                    q = i % 2
+                    max_offsets[("T", q)] = i // 2 + 1
+                    service.notify_message_arriving_threadsafe("T", q, i // 2 + 1, 0, 0, None)
+
+            await asyncio.to_thread(dispatch)
+            assert await asyncio.wait_for(asyncio.gather(*held), 5) == [WakeReason.ARRIVED, WakeReason.ARRIVED]
+            # Not one hop a message: the dispatch thread may lose the GIL to the loop now and then, no more.
+            assert 1 <= len(scheduled) <= 8
+        finally:
+            loop.call_soon_threadsafe = real  # type: ignore[method-assign]
+            await service.shutdown()
 
     run(scenario())

@@ -375,3 +375,95 @@ def test_lifecycle_and_addresses() -> None:
     for bad in ("nohost", ":1", "h:x"):
         with pytest.raises(ValueError):
             parse_address(bad)
+
+
+class _RecordingTransport(asyncio.Transport):
+    """A transport that keeps what is written (the protocol object tested without a socket)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self.closing = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 5555), "sockname": ("127.0.0.1", 10911)}.get(name, default)
+
+
+def _frames(data: bytes) -> list[RemotingCommand]:
+    from rocketq.remoting.codec import FrameDecoder
+
+    return FrameDecoder().feed(data)
+
+
+def test_answers_to_one_read_leave_in_one_write_and_need_no_task() -> None:
+    async def scenario() -> None:
+        from rocketq.remoting.transport import ProcessorTable
+
+        release = asyncio.Event()
+        processors = ProcessorTable()
+        processors.register(RequestCode.HEART_BEAT, echo)
+
+        async def at_once(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            return make_response_for(request, remark="at once")  # a coroutine that never waits
+
+        async def held(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            await release.wait()
+            return make_response_for(request, remark="later")
+
+        processors.register(RequestCode.GET_MAX_OFFSET, at_once)
+        processors.register(RequestCode.PULL_MESSAGE, held)
+        conn = RemotingConnection(processors=processors, serialize_type=SerializeType.JSON)
+        transport = _RecordingTransport()
+        conn.connection_made(transport)
+        requests = [create_request(RequestCode.HEART_BEAT if i % 2 else RequestCode.GET_MAX_OFFSET) for i in range(10)]
+        pull = create_request(RequestCode.PULL_MESSAGE)
+        conn.data_received(b"".join(r.encode() for r in [*requests[:5], pull, *requests[5:]]))
+        assert len(transport.writes) == 1  # ten answers, one write, before the loop even turned
+        answers = _frames(transport.writes[0])
+        assert [a.opaque for a in answers] == [r.opaque for r in requests]
+        assert conn.in_flight == 1  # only the held pull became a task
+        release.set()
+        for _ in range(100):
+            if len(transport.writes) == 2:
+                break
+            await asyncio.sleep(0.01)
+        [late] = _frames(transport.writes[1])
+        assert (late.opaque, late.remark) == (pull.opaque, "later")
+        assert conn.in_flight == 0
+
+    run(scenario())
+
+
+def test_calls_of_one_turn_share_a_write_and_a_sender_that_never_yields_still_writes() -> None:
+    async def scenario() -> None:
+        from rocketq.remoting.transport import ProcessorTable
+
+        conn = RemotingConnection(processors=ProcessorTable())
+        transport = _RecordingTransport()
+        conn.connection_made(transport)
+        calls = [asyncio.ensure_future(conn.invoke(create_request(RequestCode.HEART_BEAT), timeout=5))
+                 for _ in range(20)]  # fmt: skip
+        await asyncio.sleep(0)  # the calls queue their frames
+        await asyncio.sleep(0)  # the flush
+        assert len(transport.writes) == 1 and len(_frames(transport.writes[0])) == 20
+        answers = [make_response_for(r).mark_response() for r in _frames(transport.writes[0])]
+        conn.data_received(b"".join(a.encode() for a in answers))
+        assert [r.code for r in await asyncio.gather(*calls)] == [ResponseCode.SUCCESS] * 20
+        # One-way sends in a loop that never gives the loop a turn: frames go out once enough are queued.
+        transport.writes.clear()
+        body = b"x" * 1024
+        for _ in range(1000):
+            await conn.invoke_oneway(create_request(RequestCode.UPDATE_CONSUMER_OFFSET, body=body))
+        assert transport.writes and sum(len(w) for w in transport.writes) > 512 * 1024
+        conn.close()
+
+    run(scenario())

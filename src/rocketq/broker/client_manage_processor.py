@@ -16,16 +16,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from rocketq.broker.consumer_manager import ClientChannelInfo
-from rocketq.broker.protocol import (
-    CheckClientRequestBody,
-    ConsumeFromWhere,
-    ConsumeType,
-    HeartbeatData,
-    MessageModel,
-    decode_body,
-    enum_name,
-)
+from rocketq.broker.protocol import CheckClientRequestBody, decode_body, enum_name
 from rocketq.broker.topic_validator import PERM_READ, PERM_WRITE, get_retry_topic
+from rocketq.common.heartbeat import ConsumeFromWhere, ConsumeType, HeartbeatData, MessageModel
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.transport import RemotingConnection

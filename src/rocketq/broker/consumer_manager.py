@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketq.broker.protocol import ConsumeType, SubscriptionData
+from rocketq.common.heartbeat import ConsumeType, SubscriptionData
 from rocketq.remoting.codes import LanguageCode
 from rocketq.remoting.transport import RemotingConnection
 

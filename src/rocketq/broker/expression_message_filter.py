@@ -14,8 +14,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
-from rocketq.broker.protocol import SUB_ALL, SubscriptionData
 from rocketq.common.codec import MESSAGE_MAGIC_CODE_V2, SYSFLAG_POS, header_struct
+from rocketq.common.heartbeat import SUB_ALL, SubscriptionData
 from rocketq.common.javacompat import java_string_hash
 from rocketq.common.message import PROPERTY_TAGS
 

@@ -37,16 +37,14 @@ from rocketq.broker.protocol import (
     FLAG_COMMIT_OFFSET,
     FLAG_SUBSCRIPTION,
     FLAG_SUSPEND,
-    MessageModel,
     MessageQueue,
     OffsetMovedEvent,
-    SubscriptionData,
-    build_subscription_data,
     encode_body,
     suggest_todo,
 )
 from rocketq.broker.pull_request_hold_service import WakeReason
 from rocketq.broker.topic_validator import RMQ_SYS_OFFSET_MOVED_EVENT, is_readable
+from rocketq.common.heartbeat import MessageModel, SubscriptionData, build_subscription_data
 from rocketq.common.javacompat import hashmap_order
 from rocketq.common.message import MessageExt
 from rocketq.remoting.codes import ResponseCode

@@ -5,7 +5,10 @@ A pull that finds nothing (PULL_NOT_FOUND) with the SUSPEND flag is held here in
 woken, and the pull runs once more without the right to be held again, when:
 
 - a message that passes its filter lands in its queue (the store's dispatch thread calls
-  :meth:`PullRequestHoldService.notify_message_arriving_threadsafe`, which hops to the event loop);
+  :meth:`PullRequestHoldService.notify_message_arriving_threadsafe`; the arrivals of one dispatch batch
+  hop to the event loop together, with one wake-up of the loop);
+- the queue already grew when the pull is registered (a message dispatched between the pull's read and
+  its registration would otherwise wait for the next one, or for the periodic check);
 - its suspend time is up (``suspendTimeoutMillis``; 1 s, ``shortPollingTimeMills``, when long polling is
   off);
 - the periodic check (every 5 s, as Java's service loop) sees the queue grew past its offset, a safety net.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -61,6 +65,9 @@ class PullRequestHoldService:
         self._by_connection: dict[RemotingConnection, set[PullRequest]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        # Arrivals reported by the dispatch thread, not yet seen by the loop (guarded by _arrivals_lock).
+        self._arrivals: list[tuple[str, int, int, int, Mapping[str, str] | None]] = []
+        self._arrivals_lock = threading.Lock()
 
     @staticmethod
     def build_key(topic: str, queue_id: int) -> str:
@@ -108,6 +115,11 @@ class PullRequestHoldService:
         key = self.build_key(topic, queue_id)
         self.pull_request_table.setdefault(key, []).append(request)
         self._by_connection.setdefault(connection, set()).add(request)
+        if self._max_offset(topic, queue_id) > offset:
+            # Dispatched after the pull read the queue but before it was registered here: nobody would have
+            # woken it. Let it read again now (the read filters by tag again).
+            self._forget(key, request)
+            return WakeReason.ARRIVED
         try:
             return await asyncio.wait_for(asyncio.shield(request.future), max(0.0, timeout_s))
         except TimeoutError:
@@ -136,13 +148,25 @@ class PullRequestHoldService:
     def notify_message_arriving_threadsafe(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
                                            store_timestamp: int,
                                            properties: Mapping[str, str] | None) -> None:  # fmt: skip
-        """The store's ``message_arriving_listener``: called on the dispatch thread for each new message."""
+        """The store's ``message_arriving_listener``: called on the dispatch thread for each new message.
+
+        The arrivals are queued; the first one since the loop last looked schedules it to look (one
+        ``call_soon_threadsafe``, one wake-up of the loop, for a whole dispatch batch)."""
         loop = self._loop
         if loop is None or self.build_key(topic, queue_id) not in self.pull_request_table:
             return  # nobody waits on this queue (a dict lookup is safe from another thread)
-        with contextlib.suppress(RuntimeError):  # the loop is closing
-            loop.call_soon_threadsafe(self.notify_message_arriving, topic, queue_id, max_offset, tags_code,
-                                      properties)  # fmt: skip
+        with self._arrivals_lock:
+            first = not self._arrivals
+            self._arrivals.append((topic, queue_id, max_offset, tags_code, properties))
+        if first:
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(self._drain_arrivals)
+
+    def _drain_arrivals(self) -> None:
+        with self._arrivals_lock:
+            arrivals, self._arrivals = self._arrivals, []
+        for topic, queue_id, max_offset, tags_code, properties in arrivals:
+            self.notify_message_arriving(topic, queue_id, max_offset, tags_code, properties)
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None,
                                 properties: Mapping[str, str] | None = None) -> None:  # fmt: skip

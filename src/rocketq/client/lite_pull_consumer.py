@@ -28,27 +28,23 @@ import datetime as _dt
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
 
-from rocketq.client.allocate_strategy import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
+from rocketq.client.allocate_strategy import AllocateMessageQueueStrategy
 from rocketq.client.client_config import ClientConfig
-from rocketq.client.client_instance import ClientInstance, get_client_instance
-from rocketq.client.errors import ClientError, ClientNotRunningError
+from rocketq.client.consumer_base import ConsumerBase
+from rocketq.client.errors import ClientError
 from rocketq.client.heartbeat import (
     EXPRESSION_TYPE_TAG,
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
-    SubscriptionData,
     build_subscription,
 )
 from rocketq.client.message_queue import MessageQueue
-from rocketq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
+from rocketq.client.offset_store import LocalFileOffsetStore, ReadOffsetType
 from rocketq.client.process_queue import ProcessQueue
-from rocketq.client.pull_api import PullAPIWrapper, build_sys_flag
+from rocketq.client.pull_api import build_sys_flag
 from rocketq.client.pull_result import PullStatus
-from rocketq.client.push_consumer import parse_consume_timestamp
-from rocketq.client.rebalance import RebalanceImpl, compute_pull_from_where, max_offset, min_offset, search_offset
 from rocketq.common.message import MessageExt
 
 __all__ = ["LitePullConsumer"]
@@ -61,8 +57,9 @@ PULL_TIME_DELAY_WHEN_FLOW_CONTROL = 0.05
 PULL_TIME_DELAY_WHEN_PAUSE = 1.0
 
 
-class LitePullConsumer:
+class LitePullConsumer(ConsumerBase):
     consume_type = ConsumeType.CONSUME_ACTIVELY
+    kind = "lite pull consumer"
 
     def __init__(
         self,
@@ -85,17 +82,9 @@ class LitePullConsumer:
         poll_timeout: float = 5.0,
         offset_store_dir: str | None = None,
     ) -> None:
-        cfg = config.copy() if config is not None else ClientConfig()
-        if namesrv_addr is not None:
-            cfg.namesrv_addr = namesrv_addr
-        if instance_name is not None:
-            cfg.instance_name = instance_name
-        self.config = cfg
-        self._group = group
-        self._message_model = message_model
-        self._consume_from_where = consume_from_where
-        self.consume_timestamp_ms = parse_consume_timestamp(consume_timestamp)
-        self.allocate_strategy = allocate_strategy or AllocateMessageQueueAveragely()
+        super().__init__(group, namesrv_addr, config=config, instance_name=instance_name, message_model=message_model,
+                         consume_from_where=consume_from_where, consume_timestamp=consume_timestamp,
+                         allocate_strategy=allocate_strategy, offset_store_dir=offset_store_dir)  # fmt: skip
         self.auto_commit = auto_commit
         self.auto_commit_interval = max(1.0, auto_commit_interval)
         self.pull_batch_size = pull_batch_size
@@ -104,15 +93,7 @@ class LitePullConsumer:
         self.pull_threshold_for_all = pull_threshold_for_all
         self.consume_max_span = consume_max_span
         self.poll_timeout = poll_timeout
-        self.offset_store_dir = offset_store_dir
-        self._subscriptions: dict[str, SubscriptionData] = {}
         self._assigned: set[MessageQueue] | None = None
-        self._instance: ClientInstance | None = None
-        self._running = False
-        self._stopping = False
-        self.offset_store: OffsetStore = None  # type: ignore[assignment]
-        self.rebalance: RebalanceImpl = None  # type: ignore[assignment]
-        self.pull_api: PullAPIWrapper = None  # type: ignore[assignment]
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._next_offsets: dict[MessageQueue, int] = {}
         self._consumed: dict[MessageQueue, int] = {}
@@ -124,31 +105,11 @@ class LitePullConsumer:
 
     # -- configuration ----------------------------------------------------------------------------
 
-    @property
-    def group(self) -> str:
-        return self._group
-
-    @property
-    def message_model(self) -> MessageModel:
-        return self._message_model
-
-    @property
-    def consume_from_where(self) -> ConsumeFromWhere:
-        return self._consume_from_where
-
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TYPE_TAG) -> None:
         """Let the group's rebalance give this consumer queues of ``topic`` (tags ``TagA || TagB`` or ``*``)."""
-        from rocketq.client.producer import check_topic
-
         if self._assigned is not None:
             raise ClientError("subscribe and assign are exclusive: this consumer was given queues by assign()")
-        check_topic(topic)
-        sub = build_subscription(topic, expression, expression_type)
-        self._subscriptions[topic] = sub
-        if self.rebalance is not None:
-            self.rebalance.subscription_inner[topic] = sub
-            if self._running:
-                self._spawn(self._after_subscription_change())
+        self._add_subscription(topic, expression, expression_type)
 
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
         """Consume exactly these queues (no rebalancing)."""
@@ -164,18 +125,6 @@ class LitePullConsumer:
             self._spawn(self._apply_assignment())
 
     # -- ConsumerInner ----------------------------------------------------------------------------
-
-    def subscriptions(self) -> list[SubscriptionData]:
-        return list(self._subscriptions.values())
-
-    def is_subscribe_topic_need_update(self, topic: str) -> bool:
-        if self.rebalance is None or topic not in self._subscriptions:
-            return False
-        return topic not in self.rebalance.topic_subscribe_info_table
-
-    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
-        if self.rebalance is not None and topic in self._subscriptions:
-            self.rebalance.topic_subscribe_info_table[topic] = set(mqs)
 
     async def do_rebalance(self) -> None:
         if self._running and not self._stopping and self._assigned is None:
@@ -193,31 +142,12 @@ class LitePullConsumer:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None or not self._running:
-            raise ClientNotRunningError(f"lite pull consumer {self._group} is not started")
-        return self._instance
-
     async def start(self) -> LitePullConsumer:
         if self._running:
             return self
-        instance = get_client_instance(self.config, consumer_group=self._group)
-        if self._message_model is MessageModel.BROADCASTING:
-            self.offset_store = LocalFileOffsetStore(instance.client_id, self._group, self.offset_store_dir)
-        else:
-            self.offset_store = RemoteBrokerOffsetStore(instance, self._group)
-        await self.offset_store.load()
-        self.rebalance = RebalanceImpl(instance, self._group, self._message_model, self.allocate_strategy, self,
-                                       self.offset_store)  # fmt: skip
-        self.rebalance.subscription_inner.update(self._subscriptions)
-        self.pull_api = PullAPIWrapper(instance, self._group)
+        instance = await self._open(rebalanced=True)
         self._buffer = asyncio.Queue()
-        if not instance.register_consumer(self._group, self):
-            raise ClientError(f"the consumer group {self._group} is already registered in {instance.client_id}")
-        self._instance = instance
-        self._running = True
-        self._stopping = False
+        self._register(instance)
         self._last_commit = time.monotonic()
         try:
             await instance.start()
@@ -229,14 +159,8 @@ class LitePullConsumer:
             raise
         return self
 
-    async def _after_subscription_change(self) -> None:
-        instance = self.instance
-        for topic in list(self._subscriptions):
-            with contextlib.suppress(ClientError):
-                await instance.update_topic_route(topic)
-        await instance.send_heartbeat_to_all_brokers()
-        if self._assigned is None:
-            instance.rebalance_immediately()
+    def _rebalances_now(self) -> bool:
+        return self._assigned is None  # assigned queues are the application's: no rebalance
 
     async def _apply_assignment(self) -> None:
         assert self._assigned is not None
@@ -281,26 +205,9 @@ class LitePullConsumer:
                 await self.commit()
         self._running = False
         self.rebalance.destroy()
-        instance.unregister_consumer_local(self._group)
-        with contextlib.suppress(Exception):
-            await instance.unregister_client(None, self._group)
-        await instance.release()
-
-    async def __aenter__(self) -> LitePullConsumer:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.shutdown()
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        await self._close_instance(instance)
 
     # -- RebalanceHooks ---------------------------------------------------------------------------
-
-    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        return await compute_pull_from_where(self.instance, self.offset_store, mq, self._consume_from_where,
-                                             self.consume_timestamp_ms)  # fmt: skip
 
     async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         task = self._pull_tasks.pop(mq, None)
@@ -489,11 +396,5 @@ class LitePullConsumer:
         """The readable queues of ``topic``, sorted."""
         return sorted(await self.instance.subscribe_queues(topic))
 
-    async def min_offset(self, mq: MessageQueue) -> int:
-        return await min_offset(self.instance, mq)
-
-    async def max_offset(self, mq: MessageQueue) -> int:
-        return await max_offset(self.instance, mq)
-
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return await search_offset(self.instance, mq, timestamp_ms)
+        return await self.search_offset(mq, timestamp_ms)

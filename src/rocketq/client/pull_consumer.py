@@ -21,21 +21,20 @@ import time
 from collections.abc import Iterable
 
 from rocketq.client.client_config import ClientConfig
-from rocketq.client.client_instance import ClientInstance, get_client_instance
-from rocketq.client.errors import ClientError, ClientNotRunningError, NoRouteError
+from rocketq.client.consumer_base import ConsumerBase
+from rocketq.client.errors import NoRouteError
 from rocketq.client.heartbeat import (
     EXPRESSION_TYPE_TAG,
     ConsumeFromWhere,
     ConsumeType,
     MessageModel,
-    SubscriptionData,
     build_subscription,
 )
 from rocketq.client.message_queue import MessageQueue
-from rocketq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
-from rocketq.client.pull_api import PullAPIWrapper, build_sys_flag
+from rocketq.client.offset_store import ReadOffsetType
+from rocketq.client.pull_api import build_sys_flag
 from rocketq.client.pull_result import PullResult
-from rocketq.client.rebalance import master_addr, max_offset, min_offset, search_offset
+from rocketq.client.rebalance import master_addr
 from rocketq.common.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageExt
 from rocketq.common.message_id import decode_offset_message_id
 
@@ -46,8 +45,9 @@ CONSUMER_TIMEOUT_WHEN_SUSPEND = 30.0
 CONSUMER_PULL_TIMEOUT = 10.0
 
 
-class PullConsumer:
+class PullConsumer(ConsumerBase):
     consume_type = ConsumeType.CONSUME_ACTIVELY
+    kind = "pull consumer"
 
     def __init__(
         self,
@@ -60,38 +60,13 @@ class PullConsumer:
         register_topics: Iterable[str] = (),
         offset_store_dir: str | None = None,
     ) -> None:
-        cfg = config.copy() if config is not None else ClientConfig()
-        if namesrv_addr is not None:
-            cfg.namesrv_addr = namesrv_addr
-        if instance_name is not None:
-            cfg.instance_name = instance_name
-        self.config = cfg
-        self._group = group
-        self._message_model = message_model
-        self._subscriptions: dict[str, SubscriptionData] = {t: build_subscription(t) for t in register_topics}
-        self.offset_store_dir = offset_store_dir
-        self._instance: ClientInstance | None = None
-        self._running = False
-        self.offset_store: OffsetStore = None  # type: ignore[assignment]
-        self.pull_api: PullAPIWrapper = None  # type: ignore[assignment]
+        super().__init__(group, namesrv_addr, config=config, instance_name=instance_name, message_model=message_model,
+                         consume_from_where=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                         offset_store_dir=offset_store_dir)  # fmt: skip
+        self._subscriptions.update((t, build_subscription(t)) for t in register_topics)
         self._subscribe_info: dict[str, set[MessageQueue]] = {}
 
     # -- ConsumerInner ----------------------------------------------------------------------------
-
-    @property
-    def group(self) -> str:
-        return self._group
-
-    @property
-    def message_model(self) -> MessageModel:
-        return self._message_model
-
-    @property
-    def consume_from_where(self) -> ConsumeFromWhere:
-        return ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
-
-    def subscriptions(self) -> list[SubscriptionData]:
-        return list(self._subscriptions.values())
 
     def is_subscribe_topic_need_update(self, topic: str) -> bool:
         return topic in self._subscriptions and topic not in self._subscribe_info
@@ -112,32 +87,14 @@ class PullConsumer:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None or not self._running:
-            raise ClientNotRunningError(f"pull consumer {self._group} is not started")
-        return self._instance
-
     async def start(self) -> PullConsumer:
         if self._running:
             return self
-        instance = get_client_instance(self.config, consumer_group=self._group)
-        if self._message_model is MessageModel.BROADCASTING:
-            self.offset_store = LocalFileOffsetStore(instance.client_id, self._group, self.offset_store_dir)
-        else:
-            self.offset_store = RemoteBrokerOffsetStore(instance, self._group)
-        await self.offset_store.load()
-        self.pull_api = PullAPIWrapper(instance, self._group)
-        if not instance.register_consumer(self._group, self):
-            raise ClientError(f"the consumer group {self._group} is already registered in {instance.client_id}")
-        self._instance = instance
-        self._running = True
+        instance = await self._open(rebalanced=False)
+        self._register(instance)
         try:
             await instance.start()
-            for topic in list(self._subscriptions):
-                with contextlib.suppress(ClientError):
-                    await instance.update_topic_route(topic)
-            await instance.send_heartbeat_to_all_brokers()
+            await self._after_subscription_change()
         except BaseException:
             await self.shutdown()
             raise
@@ -150,17 +107,7 @@ class PullConsumer:
         assert instance is not None
         with contextlib.suppress(Exception):
             await self.offset_store.persist_all(list(self.offset_store.clone_offset_table()), oneway=False)
-        self._running = False
-        instance.unregister_consumer_local(self._group)
-        with contextlib.suppress(Exception):
-            await instance.unregister_client(None, self._group)
-        await instance.release()
-
-    async def __aenter__(self) -> PullConsumer:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.shutdown()
+        await self._close_instance(instance)
 
     # -- queues and offsets -----------------------------------------------------------------------
 
@@ -168,16 +115,6 @@ class PullConsumer:
         """The readable queues of ``topic``, sorted."""
         mqs = await self.instance.subscribe_queues(topic)
         return sorted(mqs)
-
-    async def min_offset(self, mq: MessageQueue) -> int:
-        return await min_offset(self.instance, mq)
-
-    async def max_offset(self, mq: MessageQueue) -> int:
-        return await max_offset(self.instance, mq)
-
-    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        """The first offset stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
-        return await search_offset(self.instance, mq, timestamp_ms)
 
     async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
         addr = await master_addr(self.instance, mq)

@@ -33,14 +33,13 @@ import datetime as _dt
 import logging
 import time
 from collections import Counter
-from typing import Any
 
-from rocketq.client.allocate_strategy import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
+from rocketq.client.allocate_strategy import AllocateMessageQueueStrategy
 from rocketq.client.client_config import ClientConfig
-from rocketq.client.client_instance import ClientInstance, get_client_instance
 from rocketq.client.consume_concurrently import ConsumeMessageConcurrentlyService
 from rocketq.client.consume_orderly import ConsumeMessageOrderlyService
-from rocketq.client.errors import ClientError, ClientNotRunningError, InvalidMessageError
+from rocketq.client.consumer_base import ConsumerBase, parse_consume_timestamp
+from rocketq.client.errors import ClientError
 from rocketq.client.heartbeat import (
     EXPRESSION_TYPE_TAG,
     ConsumeFromWhere,
@@ -51,11 +50,11 @@ from rocketq.client.heartbeat import (
 )
 from rocketq.client.listener import MessageListener
 from rocketq.client.message_queue import MessageQueue
-from rocketq.client.offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
+from rocketq.client.offset_store import ReadOffsetType
 from rocketq.client.process_queue import ProcessQueue
-from rocketq.client.pull_api import PullAPIWrapper, build_sys_flag
+from rocketq.client.pull_api import build_sys_flag
 from rocketq.client.pull_result import PullStatus
-from rocketq.client.rebalance import RebalanceImpl, compute_pull_from_where, retry_topic
+from rocketq.client.rebalance import retry_topic
 from rocketq.common.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -78,27 +77,11 @@ PULL_TIME_DELAY_WHEN_SUSPEND = 1.0
 OFFSET_ILLEGAL_REMOVE_DELAY = 10.0
 
 
-def parse_consume_timestamp(value: int | float | str | _dt.datetime | None) -> int:
-    """Milliseconds since the epoch from ms, a ``datetime``, or Java's ``yyyyMMddHHmmss`` (local time);
-    ``None`` is 30 minutes ago (``DefaultMQPushConsumer.consumeTimestamp``)."""
-    if value is None:
-        return int((time.time() - 1800) * 1000)
-    if isinstance(value, _dt.datetime):
-        return int(value.timestamp() * 1000)
-    if isinstance(value, int | float):
-        return int(value)
-    text = value.strip()
-    if len(text) == 14 and text.isdigit():
-        return int(_dt.datetime.strptime(text, "%Y%m%d%H%M%S").timestamp() * 1000)
-    if text.isdigit():
-        return int(text)
-    raise InvalidMessageError(f"consume timestamp {value!r}: give ms since the epoch or yyyyMMddHHmmss")
-
-
-class PushConsumer:
+class PushConsumer(ConsumerBase):
     """Consumes subscribed topics through a listener; see the module docstring."""
 
     consume_type = ConsumeType.CONSUME_PASSIVELY
+    kind = "push consumer"
 
     def __init__(
         self,
@@ -126,19 +109,11 @@ class PushConsumer:
         await_termination: float = 10.0,
         offset_store_dir: str | None = None,
     ) -> None:
-        cfg = config.copy() if config is not None else ClientConfig()
-        if namesrv_addr is not None:
-            cfg.namesrv_addr = namesrv_addr
-        if instance_name is not None:
-            cfg.instance_name = instance_name
-        self.config = cfg
-        self._group = group
+        super().__init__(group, namesrv_addr, config=config, instance_name=instance_name, message_model=message_model,
+                         consume_from_where=consume_from_where, consume_timestamp=consume_timestamp,
+                         allocate_strategy=allocate_strategy, offset_store_dir=offset_store_dir)  # fmt: skip
         self._listener = listener
         self.orderly = orderly
-        self._message_model = message_model
-        self._consume_from_where = consume_from_where
-        self.consume_timestamp_ms = parse_consume_timestamp(consume_timestamp)
-        self.allocate_strategy = allocate_strategy or AllocateMessageQueueAveragely()
         self.consume_thread_nums = consume_thread_nums
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.pull_batch_size = pull_batch_size
@@ -150,33 +125,12 @@ class PushConsumer:
         self.suspend_current_queue_time = suspend_current_queue_time
         self.post_subscription_when_pull = post_subscription_when_pull
         self.await_termination = await_termination
-        self.offset_store_dir = offset_store_dir
-        self._subscriptions: dict[str, SubscriptionData] = {}
-        self._instance: ClientInstance | None = None
-        self._running = False
-        self._stopping = False
         self._paused = False
         self._pull_tasks: dict[MessageQueue, asyncio.Task[None]] = {}
-        self._background: set[asyncio.Task[Any]] = set()
-        self.offset_store: OffsetStore = None  # type: ignore[assignment]
-        self.rebalance: RebalanceImpl = None  # type: ignore[assignment]
-        self.pull_api: PullAPIWrapper = None  # type: ignore[assignment]
         self.consume_service: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService | None = None
         self.stats: Counter[str] = Counter()
 
     # -- configuration ----------------------------------------------------------------------------
-
-    @property
-    def group(self) -> str:
-        return self._group
-
-    @property
-    def message_model(self) -> MessageModel:
-        return self._message_model
-
-    @property
-    def consume_from_where(self) -> ConsumeFromWhere:
-        return self._consume_from_where
 
     @property
     def retry_topic(self) -> str:
@@ -192,15 +146,7 @@ class PushConsumer:
 
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TYPE_TAG) -> None:
         """Subscribe to ``topic``: ``*``, or tags joined by ``||`` (``TagA || TagB``)."""
-        from rocketq.client.producer import check_topic
-
-        check_topic(topic)
-        sub = build_subscription(topic, expression, expression_type)
-        self._subscriptions[topic] = sub
-        if self.rebalance is not None:
-            self.rebalance.subscription_inner[topic] = sub
-        if self._running:
-            self._spawn(self._after_subscription_change())
+        self._add_subscription(topic, expression, expression_type)
 
     def unsubscribe(self, topic: str) -> None:
         self._subscriptions.pop(topic, None)
@@ -217,16 +163,7 @@ class PushConsumer:
     def subscriptions(self) -> list[SubscriptionData]:
         if self.rebalance is None:
             return list(self._subscriptions.values())
-        return list(self.rebalance.subscription_inner.values())
-
-    def is_subscribe_topic_need_update(self, topic: str) -> bool:
-        if self.rebalance is None or topic not in self.rebalance.subscription_inner:
-            return False
-        return topic not in self.rebalance.topic_subscribe_info_table
-
-    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
-        if self.rebalance is not None and topic in self.rebalance.subscription_inner:
-            self.rebalance.topic_subscribe_info_table[topic] = set(mqs)
+        return list(self.rebalance.subscription_inner.values())  # with the retry topic's
 
     async def do_rebalance(self) -> None:
         if self._running and not self._paused and not self._stopping:
@@ -258,16 +195,6 @@ class PushConsumer:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    @property
-    def instance(self) -> ClientInstance:
-        if self._instance is None or not self._running:
-            raise ClientNotRunningError(f"push consumer {self._group} is not started")
-        return self._instance
-
-    @property
-    def client_id(self) -> str:
-        return self.instance.client_id
-
     def suspend(self) -> None:
         """Stop pulling (``DefaultMQPushConsumer.suspend``); ``resume()`` goes on."""
         self._paused = True
@@ -285,25 +212,12 @@ class PushConsumer:
         subs = dict(self._subscriptions)
         if self._message_model is MessageModel.CLUSTERING:
             subs[self.retry_topic] = build_subscription(self.retry_topic, "*")
-        instance = get_client_instance(self.config, consumer_group=self._group)
-        if self._message_model is MessageModel.BROADCASTING:
-            self.offset_store = LocalFileOffsetStore(instance.client_id, self._group, self.offset_store_dir)
-        else:
-            self.offset_store = RemoteBrokerOffsetStore(instance, self._group)
-        await self.offset_store.load()
-        self.rebalance = RebalanceImpl(instance, self._group, self._message_model, self.allocate_strategy, self,
-                                       self.offset_store)  # fmt: skip
-        self.rebalance.subscription_inner.update(subs)
-        self.pull_api = PullAPIWrapper(instance, self._group)
+        instance = await self._open(rebalanced=True, subscriptions=subs)
         if self.orderly:
             self.consume_service = ConsumeMessageOrderlyService(self, self._listener)
         else:
             self.consume_service = ConsumeMessageConcurrentlyService(self, self._listener)
-        if not instance.register_consumer(self._group, self):
-            raise ClientError(f"the consumer group {self._group} is already registered in {instance.client_id}")
-        self._instance = instance
-        self._running = True
-        self._stopping = False
+        self._register(instance)
         try:
             await instance.start()
             self.consume_service.start()
@@ -313,15 +227,8 @@ class PushConsumer:
             raise
         return self
 
-    async def _after_subscription_change(self) -> None:
-        instance = self.instance
-        for topic in list(self.rebalance.subscription_inner):
-            try:
-                await instance.update_topic_route(topic)
-            except ClientError as exc:
-                log.info("%s: no route for %s yet: %s", self._group, topic, exc)
-        await instance.send_heartbeat_to_all_brokers()
-        instance.rebalance_immediately()
+    def _route_topics(self) -> list[str]:
+        return list(self.rebalance.subscription_inner)
 
     async def shutdown(self) -> None:
         if not self._running:
@@ -349,28 +256,9 @@ class PushConsumer:
         for task in list(self._background):
             task.cancel()
         self.rebalance.destroy()
-        instance.unregister_consumer_local(self._group)
-        with contextlib.suppress(Exception):
-            await instance.unregister_client(None, self._group)
-        await instance.release()
-
-    async def __aenter__(self) -> PushConsumer:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.shutdown()
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        await self._close_instance(instance)
 
     # -- RebalanceHooks ---------------------------------------------------------------------------
-
-    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        return await compute_pull_from_where(self.instance, self.offset_store, mq, self._consume_from_where,
-                                             self.consume_timestamp_ms)  # fmt: skip
 
     async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         task = self._pull_tasks.pop(mq, None)

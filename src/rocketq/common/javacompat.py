@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Iterable
 
@@ -67,17 +68,19 @@ def hashmap_order(names: Iterable[str], initial_capacity: int = 16) -> list[str]
     whenever the entry count exceeds 0.75 × buckets; iteration goes by bucket,
     then by insertion order within a bucket (resizing preserves that order).
     """
-    seen: dict[str, None] = {}
-    for n in names:
-        seen.setdefault(n, None)
-    ordered = list(seen)
+    return list(_hashmap_order(tuple(dict.fromkeys(names)), initial_capacity))
+
+
+# Property and header name sets repeat (every message of a producer has the same ones): most calls are a lookup.
+@functools.lru_cache(maxsize=4096)
+def _hashmap_order(unique: tuple[str, ...], initial_capacity: int) -> tuple[str, ...]:
     buckets = 1
     while buckets < initial_capacity:
         buckets <<= 1
-    while len(ordered) > buckets * 3 // 4:
+    while len(unique) > buckets * 3 // 4:
         buckets <<= 1
-    index = {n: i for i, n in enumerate(ordered)}
-    return sorted(ordered, key=lambda n: (_bucket(n, buckets), index[n]))
+    index = {n: i for i, n in enumerate(unique)}
+    return tuple(sorted(unique, key=lambda n: (_bucket(n, buckets), index[n])))
 
 
 _POW31_U64 = np.ones(1, dtype=np.uint64)

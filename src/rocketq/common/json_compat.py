@@ -296,6 +296,10 @@ class _Parser:
         return value
 
 
+# One decoder for every call (json.loads with options would build a new one each time).
+_STANDARD = json.JSONDecoder(strict=False, parse_constant=_reject_constant)
+
+
 def loads(data: str | bytes | bytearray | memoryview) -> Any:
     """Parse one JSON value in fastjson's lenient dialect.
 
@@ -304,10 +308,10 @@ def loads(data: str | bytes | bytearray | memoryview) -> Any:
     object/array. Bytes are decoded as UTF-8, malformed sequences becoming U+FFFD (as Java does).
     Raises ``JsonDecodeError``.
     """
-    text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+    text = data if isinstance(data, str) else str(data, "utf-8", "replace")
     try:
         # Standard JSON (most bodies): the C parser gives exactly what the lenient one would.
-        return json.loads(text, strict=False, parse_constant=_reject_constant)
+        return _STANDARD.decode(text)
     except (ValueError, RecursionError):
         pass
     return _Parser(text).document()
@@ -346,12 +350,23 @@ def _escape_char(match: re.Match[str]) -> str:
     return f"\\u{code:04X}"
 
 
+# The default escapes as a translation table (all of them are single BMP characters): one C pass over a
+# string, e.g. the \x01/\x02 separators of every message's properties.
+_ESCAPE_TABLE = {
+    code: _escape_char(_NEEDS_ESCAPE.match(chr(code)))  # type: ignore[arg-type]
+    for code in [*range(0x20), 0x22, 0x5C, *range(0x7F, 0xA0), 0x2028, 0x2029]
+}
+
+
 def quote(s: str, *, browser_compatible: bool = False) -> str:
     """``s`` as a double-quoted JSON string, escaped as fastjson escapes it."""
-    pattern = _NEEDS_ESCAPE_BROWSER if browser_compatible else _NEEDS_ESCAPE
-    if pattern.search(s) is None:
+    if browser_compatible:
+        if _NEEDS_ESCAPE_BROWSER.search(s) is None:
+            return f'"{s}"'
+        return '"' + _NEEDS_ESCAPE_BROWSER.sub(_escape_char, s) + '"'
+    if _NEEDS_ESCAPE.search(s) is None:
         return f'"{s}"'
-    return '"' + pattern.sub(_escape_char, s) + '"'
+    return '"' + s.translate(_ESCAPE_TABLE) + '"'
 
 
 def java_double_str(value: float) -> str:

@@ -70,18 +70,25 @@ class FrameDecoder:
         if self._error is not None:
             raise FrameError(f"stream already failed: {self._error}")
         buf = self._buffer
-        buf += data
+        # Nothing held back (the usual case): cut frames straight out of ``data``, keep only its tail.
+        source = buf if buf else data
+        if buf:
+            buf += data
+        size = len(source)
         commands: list[RemotingCommand] = []
         pos = 0
-        view = memoryview(buf)
+        view = memoryview(source)
+        decode = RemotingCommand.decode_payload
+        max_length = self.max_frame_length - 4
         try:
-            while len(buf) - pos >= 4:
+            while size - pos >= 4:
                 (length,) = _I32.unpack_from(view, pos)
-                self._check_length(length)
+                if length < 4 or length > max_length:
+                    self._check_length(length)
                 end = pos + 4 + length
-                if end > len(buf):
+                if end > size:
                     break
-                commands.append(RemotingCommand.decode_payload(view[pos + 4 : end]))
+                commands.append(decode(view[pos + 4 : end]))
                 pos = end
         except FrameError as exc:
             self._error = exc
@@ -90,5 +97,8 @@ class FrameDecoder:
             self._buffer = bytearray()
             raise
         view.release()
-        del buf[:pos]
+        if source is buf:
+            del buf[:pos]
+        elif pos < size:
+            buf += data[pos:]
         return commands

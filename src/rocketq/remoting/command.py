@@ -313,9 +313,9 @@ def _ext_dict(fields: Mapping[str, object] | object | None) -> dict[str, str] | 
     if isinstance(fields, Mapping):
         out: dict[str, str] = {}
         for k, v in fields.items():
-            text = ext_value(v)
+            text = v if type(v) is str else ext_value(v)
             if text is not None:
-                out[str(k)] = text
+                out[k if type(k) is str else str(k)] = text
         return out
     return encode_custom_header(fields)
 
@@ -407,13 +407,22 @@ class RemotingCommand:
     def encode(self, serialize_type: SerializeType | None = None) -> bytes:
         """The whole frame, length prefix included, with the header in ``serialize_type``
         (default: the command's own)."""
-        st = SerializeType(self.serialize_type if serialize_type is None else serialize_type)
-        header = self.encode_header(st)
-        if len(header) > MAX_HEADER_LENGTH:
-            raise FrameError(f"header of {len(header)} bytes does not fit the 24-bit header length")
-        body = self.body or b""
-        head = _FRAME_HEAD.pack(4 + len(header) + len(body), (int(st) << 24) | len(header))
-        return b"".join((head, header, body))
+        return b"".join(self.encode_parts(serialize_type))
+
+    def encode_parts(self, serialize_type: SerializeType | None = None) -> list[bytes]:
+        """The frame as ``[head and header, body]`` (no body: one part), for a writer that joins many frames
+        into one write: the body is copied once, there."""
+        st = self.serialize_type if serialize_type is None else serialize_type
+        if st is not SerializeType.JSON and st is not SerializeType.ROCKETMQ:
+            st = SerializeType(st)
+        header = encode_rocketmq_header(self) if st is SerializeType.ROCKETMQ else encode_json_header(self)
+        size = len(header)
+        if size > MAX_HEADER_LENGTH:
+            raise FrameError(f"header of {size} bytes does not fit the 24-bit header length")
+        body = self.body
+        if not body:
+            return [_FRAME_HEAD.pack(4 + size, (int(st) << 24) | size) + header]
+        return [_FRAME_HEAD.pack(4 + size + len(body), (int(st) << 24) | size) + header, body]
 
     @classmethod
     def decode(cls, frame: bytes | bytearray | memoryview) -> RemotingCommand:
@@ -530,6 +539,21 @@ def make_response_for(
 # --------------------------------------------------------------------------------------------------
 
 
+_KEY_CACHE_MAX: Final = 4096
+_quoted_keys: dict[str, str] = {}  # extFields key → its quoted JSON text (header names: a small set)
+_quoted_languages: dict[object, str] = {}
+_header_tails: dict[int, str] = {}  # version → the constant end of a JSON header
+
+
+def _quoted_key(key: object) -> str:
+    text = _quoted_keys.get(key)  # type: ignore[call-overload]
+    if text is None:
+        text = json_compat.quote(str(key))
+        if len(_quoted_keys) < _KEY_CACHE_MAX and isinstance(key, str):
+            _quoted_keys[key] = text
+    return text
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """The JSON header fastjson writes for ``cmd``: members sorted, nulls left out, extFields as strings."""
     quote = json_compat.quote
@@ -537,16 +561,22 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     if cmd.ext_fields is not None:
         entries = []
         for key, value in cmd.ext_fields.items():
-            text = ext_value(value)
+            text = value if type(value) is str else ext_value(value)
             if text is not None:
-                entries.append(f"{quote(str(key))}:{quote(text)}")
+                entries.append(_quoted_key(key) + ":" + quote(text))
         parts.append(',"extFields":{' + ",".join(entries) + "}")
-    parts += [',"flag":', str(int(cmd.flag)), ',"language":', quote(LanguageCode.parse(cmd.language).name)]
-    parts += [',"opaque":', str(int(cmd.opaque))]
+    language = _quoted_languages.get(cmd.language)
+    if language is None:
+        language = _quoted_languages[cmd.language] = quote(LanguageCode.parse(cmd.language).name)
+    parts += [',"flag":', str(int(cmd.flag)), ',"language":', language, ',"opaque":', str(int(cmd.opaque))]
     if cmd.remark is not None:
         parts += [',"remark":', quote(cmd.remark)]
-    # serializeTypeCurrentRPC is a bean property that leaks into Java's JSON; every reader ignores it.
-    parts += [',"serializeTypeCurrentRPC":"JSON","version":', str(int(cmd.version)), "}"]
+    version = int(cmd.version)
+    tail = _header_tails.get(version)
+    if tail is None:
+        # serializeTypeCurrentRPC is a bean property that leaks into Java's JSON; every reader ignores it.
+        tail = _header_tails[version] = f',"serializeTypeCurrentRPC":"JSON","version":{version}}}'
+    parts.append(tail)
     return encode_utf8_java("".join(parts))
 
 
@@ -572,11 +602,22 @@ def _json_ext_value(value: object) -> str | None:
     return json_compat.dumps(value)
 
 
+_LANGUAGES: dict[str, LanguageCode] = dict(LanguageCode.__members__)
+
+
+def _language(value: object) -> LanguageCode:
+    """A header's ``language``: a known name at the cost of a lookup; absent: JAVA; else ``LanguageCode.parse``."""
+    if value is None:
+        return LanguageCode.JAVA
+    known = _LANGUAGES.get(value) if type(value) is str else None
+    return known if known is not None else LanguageCode.parse(value)
+
+
 def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     """Parse a JSON header as tolerantly as spec §3.1 asks: any member order, unknown or missing members,
     trailing whitespace, any ``language``, non-string ``extFields`` values coerced to their text."""
     try:
-        obj = json_compat.loads(bytes(data))
+        obj = json_compat.loads(str(data, "utf-8", "replace"))
     except json_compat.JsonDecodeError as exc:
         raise FrameError(f"bad JSON header: {exc}") from None
     if not isinstance(obj, dict):
@@ -584,7 +625,9 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     remark = obj.get("remark")
     ext = obj.get("extFields")
     ext_fields: dict[str, str] | None = None
-    if isinstance(ext, Mapping):
+    if type(ext) is dict and all(type(v) is str for v in ext.values()) and all(type(k) is str for k in ext):
+        ext_fields = ext  # what every client sends: string keys and values, taken as they are
+    elif isinstance(ext, Mapping):
         ext_fields = {}
         for key, value in ext.items():
             text = _json_ext_value(value)
@@ -593,12 +636,13 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     elif ext is not None:
         raise FrameError(f"JSON header member 'extFields' is not an object: {ext!r}")
     language = obj.get("language")
+    code, version, opaque, flag = obj.get("code"), obj.get("version"), obj.get("opaque"), obj.get("flag")
     return RemotingCommand(
-        code=_json_int(obj, "code", 0),
-        language=LanguageCode.JAVA if language is None else LanguageCode.parse(language),
-        version=_json_int(obj, "version", 0),
-        opaque=_json_int(obj, "opaque", 0),
-        flag=_json_int(obj, "flag", 0),
+        code=code if type(code) is int else _json_int(obj, "code", 0),
+        language=_language(language),
+        version=version if type(version) is int else _json_int(obj, "version", 0),
+        opaque=opaque if type(opaque) is int else _json_int(obj, "opaque", 0),
+        flag=flag if type(flag) is int else _json_int(obj, "flag", 0),
         remark=None if remark is None else _json_ext_value(remark),
         ext_fields=ext_fields,
         serialize_type=SerializeType.JSON,

@@ -7,10 +7,16 @@ connect, connection events, idle close), ``NettyRemotingAbstract`` (``processReq
 
 What a peer relies on, and how it is done here:
 
-- Every incoming request runs as its own task, so a request that a processor holds (a long-polling
-  pull, up to its suspend timeout) never delays the requests behind it on the same connection.
+- A request's processor is called as soon as its frame is read (as Java hands it to its executor at once).
+  Most processors never wait: they run to the end right there, with no task. One that has to wait (a
+  long-polling pull up to its suspend timeout, a SYNC_FLUSH put) goes on as a task of its own, so it never
+  delays the requests behind it on the same connection. A processor therefore starts outside any task:
+  before its first ``await`` it must not use ``asyncio.timeout`` (``asyncio.wait_for`` is fine).
+- Frames written within one turn of the loop leave in one socket write: the answers to the requests of one
+  read, the requests of many concurrent callers. Nothing waits for a write unless the peer stops reading
+  (the socket's buffer passes its high-water mark); then ``send`` waits until it drains.
 - Responses are matched to calls by ``opaque``; an unmatched response is dropped (ali-ons sends
-  "one-way" calls without the one-way bit and ignores the answer).
+  "one-way" calls without the one-way bit and ignores the answer). A call times out by a timer of its own.
 - A one-way request gets no reply, even when its processor returns one or fails.
 - A code with no processor (and no default processor) gets REQUEST_CODE_NOT_SUPPORTED with Java's
   remark; a processor that raises gets SYSTEM_ERROR with a short description (``HeaderFieldError``
@@ -31,7 +37,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeAlias
 
 from rocketq.remoting.codec import FRAME_MAX_LENGTH, FrameDecoder
@@ -66,7 +72,8 @@ ConnectionListener: TypeAlias = Callable[["RemotingConnection"], "Awaitable[None
 
 #: Java clients wait 3 s for most calls.
 DEFAULT_TIMEOUT = 3.0
-_READ_SIZE = 256 * 1024
+#: Queued frames are written at once past this many bytes, not only at the end of the loop's turn.
+_FLUSH_BYTES = 256 * 1024
 
 
 def parse_address(addr: str) -> tuple[str, int]:
@@ -133,40 +140,82 @@ def _notify(listener: ConnectionListener, conn: RemotingConnection, what: str) -
         task.add_done_callback(_background.discard)
 
 
-class RemotingConnection:
+class _Resume:
+    """Continues a coroutine whose first step already ran by hand, as a task would have run it.
+
+    ``await _Resume(coro, yielded)`` hands ``yielded`` (what the coroutine's first step gave up: a future or
+    ``None``) to the awaiting task, then relays every value and exception between the task and the coroutine
+    until it returns (what ``yield from`` does).
+    """
+
+    __slots__ = ("_coro", "_yielded")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], yielded: Any) -> None:
+        self._coro = coro
+        self._yielded = yielded
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro = self._coro
+        yielded = self._yielded
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    yielded = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+class RemotingConnection(asyncio.Protocol):
     """One TCP connection, on either side: sends requests and responses, reads and dispatches frames.
 
     ``attributes`` is free for the layers above (a broker keeps the client id, language and version
     of the peer there). ``closed`` / ``wait_closed()`` tell a held request that its peer is gone.
+    Made by ``RemotingServer`` and ``RemotingClient`` as the asyncio protocol of their sockets.
     """
 
     def __init__(
         self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
         *,
         processors: ProcessorTable,
         max_frame_length: int = FRAME_MAX_LENGTH,
         serialize_type: SerializeType | None = None,
         close_listeners: list[ConnectionListener] | None = None,
         role: str = "remoting",
+        on_made: Callable[[RemotingConnection], None] | None = None,
     ) -> None:
-        self._reader = reader
-        self._writer = writer
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
         self._processors = processors
         self._decoder = FrameDecoder(max_frame_length)
         # None: each command keeps its own serialize type; a server forces JSON.
         self.serialize_type = serialize_type
         self._close_listeners = close_listeners if close_listeners is not None else []
+        self._on_made = on_made
         self.role = role
-        self.remote_address = _format_peer(writer.get_extra_info("peername"))
-        self.local_address = _format_peer(writer.get_extra_info("sockname"))
+        self.remote_address = ""
+        self.local_address = ""
         self.attributes: dict[str, Any] = {}
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = asyncio.Event()
-        self._read_task: asyncio.Task[None] | None = None
-        self.last_activity = asyncio.get_running_loop().time()
+        self._lost: asyncio.Future[None] = self._loop.create_future()
+        self._out: list[bytes] = []  # frames waiting for the next flush
+        self._out_bytes = 0
+        self._flush_scheduled = False
+        self._dispatching = False  # inside data_received: its frames' answers are flushed at its end
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self.last_activity = self._loop.time()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
@@ -178,103 +227,195 @@ class RemotingConnection:
 
     @property
     def in_flight(self) -> int:
-        """Requests from the peer still being processed."""
+        """Requests from the peer still being processed (held ones: a processor that had to wait)."""
         return len(self._tasks)
-
-    def start(self) -> None:
-        """Start reading (done by the server or client that made the connection)."""
-        if self._read_task is None:
-            self._read_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"{self!r} reader")
 
     async def wait_closed(self) -> None:
         await self._closed.wait()
 
+    # -- asyncio.Protocol -------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self.remote_address = _format_peer(transport.get_extra_info("peername"))
+        self.local_address = _format_peer(transport.get_extra_info("sockname"))
+        if self._on_made is not None:
+            self._on_made(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = self._loop.time()
+        try:
+            commands = self._decoder.feed(data)
+        except FrameError as exc:
+            log.warning("%s: closing connection from %s: bad frame: %s", self.role, self.remote_address, exc)
+            self._dispatch(exc.decoded)  # the frames before the bad one are handled, as Java would
+            self._teardown(f"bad frame: {exc}")
+            return
+        if commands:
+            self._dispatch(commands)
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._teardown("closed by peer" if exc is None else f"connection error: {exc}")
+        if not self._lost.done():
+            self._lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._wake_drain_waiters(None)
+
     # -- reading ----------------------------------------------------------------------------------
 
-    async def _read_loop(self) -> None:
-        reason = "closed by peer"
+    def _dispatch(self, commands: list[RemotingCommand]) -> None:
+        """Handle the commands of one read; the answers they produce at once go out in one write."""
+        self._dispatching = True
         try:
-            while True:
-                data = await self._reader.read(_READ_SIZE)
-                if not data:
-                    break
-                self.last_activity = asyncio.get_running_loop().time()
-                try:
-                    commands = self._decoder.feed(data)
-                except FrameError as exc:
-                    log.warning("%s: closing connection from %s: bad frame: %s", self.role, self.remote_address, exc)
-                    reason = f"bad frame: {exc}"
-                    for cmd in exc.decoded:  # the frames before the bad one are handled, as Java would
-                        self._on_command(cmd)
-                    break
-                for cmd in commands:
-                    self._on_command(cmd)
-        except asyncio.CancelledError:
-            reason = "closed"
-        except (ConnectionError, OSError) as exc:
-            reason = f"connection error: {exc}"
+            for cmd in commands:
+                if cmd.is_response:
+                    self._on_response(cmd)
+                else:
+                    self._on_request(cmd)
         finally:
-            self._teardown(reason)
+            self._dispatching = False
+        if self._out:
+            self._flush()
 
-    def _on_command(self, cmd: RemotingCommand) -> None:
-        if cmd.is_response:
-            future = self._pending.pop(cmd.opaque, None)
-            if future is not None and not future.done():
-                future.set_result(cmd)
-            else:
-                log.debug(
-                    "%s: dropping unmatched response opaque=%d from %s", self.role, cmd.opaque, self.remote_address
-                )
+    def _on_response(self, cmd: RemotingCommand) -> None:
+        future = self._pending.pop(cmd.opaque, None)
+        if future is not None and not future.done():
+            future.set_result(cmd)
+        else:
+            log.debug("%s: dropping unmatched response opaque=%d from %s", self.role, cmd.opaque, self.remote_address)
+
+    def _on_request(self, request: RemotingCommand) -> None:
+        """Run the request's processor at once (no task for the usual processor that never waits); one that
+        has to wait (a held pull, a disk flush) goes on as a task, so it holds up nothing behind it."""
+        processor = self._processors.lookup(request.code)
+        if processor is None:
+            log.debug("%s: request code %d from %s not supported", self.role, request.code, self.remote_address)
+            self._respond(
+                request,
+                make_response_for(
+                    request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+                ),
+            )
             return
-        task = asyncio.get_running_loop().create_task(self._process_request(cmd))
+        try:
+            result = processor(self, request)
+            if inspect.iscoroutine(result):
+                try:
+                    yielded = result.send(None)
+                except StopIteration as stop:
+                    result = stop.value
+                else:
+                    self._spawn(self._finish(request, _Resume(result, yielded)))
+                    return
+            elif inspect.isawaitable(result):
+                self._spawn(self._finish(request, result))
+                return
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:
+            result = self._failure_response(request, exc)
+        self._respond(request, result)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _process_request(self, request: RemotingCommand) -> None:
-        processor = self._processors.lookup(request.code)
-        response: RemotingCommand | None
-        if processor is None:
-            log.debug("%s: request code %d from %s not supported", self.role, request.code, self.remote_address)
-            response = make_response_for(
-                request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
-            )
-        else:
-            try:
-                result = processor(self, request)
-                response = await result if inspect.isawaitable(result) else result
-            except HeaderFieldError as exc:
-                response = make_response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
-            except Exception as exc:
-                log.exception(
-                    "%s: processing %s from %s failed",
-                    self.role,
-                    request_code_name(request.code),
-                    self.remote_address,
-                )
-                response = make_response_for(request, ResponseCode.SYSTEM_ERROR, _describe(exc))
+    async def _finish(self, request: RemotingCommand, pending: Awaitable[RemotingCommand | None]) -> None:
+        try:
+            response = await pending
+        except Exception as exc:
+            response = self._failure_response(request, exc)
+        self._respond(request, response)
+
+    def _failure_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        if isinstance(exc, HeaderFieldError):
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        log.exception(
+            "%s: processing %s from %s failed",
+            self.role,
+            request_code_name(request.code),
+            self.remote_address,
+            exc_info=exc,
+        )
+        return make_response_for(request, ResponseCode.SYSTEM_ERROR, _describe(exc))
+
+    def _respond(self, request: RemotingCommand, response: object) -> None:
         if response is None or request.is_oneway:
             return
+        if not isinstance(response, RemotingCommand):
+            log.error("%s: processor of %s returned %r, not a command", self.role,
+                      request_code_name(request.code), response)  # fmt: skip
+            response = make_response_for(request, ResponseCode.SYSTEM_ERROR, "processor returned no command")
         response.opaque = request.opaque
         response.mark_response()
         try:
-            await self.send(response)
+            self._enqueue(response)
         except RemotingConnectError as exc:
             log.debug("%s: response to %s lost: %s", self.role, self.remote_address, exc)
 
     # -- writing ----------------------------------------------------------------------------------
 
-    async def send(self, cmd: RemotingCommand) -> None:
-        """Write one command as it is (a response, or a request whose answer is not awaited)."""
-        if self.closed or self._writer.is_closing():
+    def _enqueue(self, cmd: RemotingCommand) -> None:
+        """Queue a frame for the next flush: the frames written within one turn of the loop (the answers to one
+        read, the calls of many senders) leave in one write."""
+        if self._closed.is_set() or self._transport is None or self._transport.is_closing():
             raise RemotingConnectError(f"connection to {self.remote_address} is closed")
-        data = cmd.encode(self.serialize_type)
+        parts = cmd.encode_parts(self.serialize_type)
+        self._out += parts
+        self._out_bytes += len(parts[0]) + (len(parts[1]) if len(parts) > 1 else 0)
+        if self._out_bytes >= _FLUSH_BYTES:
+            self._flush()  # a caller that never yields (a loop of one-way sends) must not pile frames up here
+        elif not self._flush_scheduled and not self._dispatching:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out = self._out
+        if not out or self._transport is None:
+            return
+        self._out = []
+        self._out_bytes = 0
         try:
-            self._writer.write(data)
-            await self._writer.drain()
+            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
         except (ConnectionError, OSError, RuntimeError) as exc:
-            self.close()
-            raise RemotingConnectError(f"send to {self.remote_address} failed: {exc}") from exc
-        self.last_activity = asyncio.get_running_loop().time()
+            log.debug("%s: write to %s failed: %s", self.role, self.remote_address, exc)
+            self._teardown(f"write failed: {exc}")
+            return
+        self.last_activity = self._loop.time()
+
+    async def _drain(self) -> None:
+        """Wait while the socket's send buffer is over its high-water mark (the peer reads slower than we write)."""
+        if self._write_paused and not self._closed.is_set():
+            waiter: asyncio.Future[None] = self._loop.create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+
+    def _wake_drain_waiters(self, error: BaseException | None) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                if error is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(error)
+
+    async def send(self, cmd: RemotingCommand) -> None:
+        """Write one command as it is (a response, or a request whose answer is not awaited); waits only while
+        the peer is not keeping up."""
+        self._enqueue(cmd)
+        if self._write_paused:
+            await self._drain()
 
     async def invoke(self, request: RemotingCommand, timeout: float = DEFAULT_TIMEOUT) -> RemotingCommand:
         """Send a request and wait for the response with its opaque.
@@ -285,22 +426,27 @@ class RemotingConnection:
         if request.is_response or request.is_oneway:
             raise ValueError("invoke() takes a request that wants a response; use invoke_oneway()")
         opaque = request.opaque
-        if opaque in self._pending:
+        pending = self._pending
+        if opaque in pending:
             raise RemotingError(f"opaque {opaque} is already waiting for a response on {self.remote_address}")
-        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-        self._pending[opaque] = future
+        loop = self._loop
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        pending[opaque] = future
+        # One timer a call (Java scans its response table instead); cheaper than asyncio.timeout().
+        timer = loop.call_at(loop.time() + timeout, self._expire, future, request.code, opaque, timeout)
         try:
-            async with asyncio.timeout(timeout):
-                await self.send(request)
-                return await future
-        except TimeoutError:
-            raise RemotingTimeoutError(
-                f"no response from {self.remote_address} within {timeout * 1000:.0f} ms "
-                f"to {request_code_name(request.code)} (opaque {opaque})"
-            ) from None
+            self._enqueue(request)
+            return await future
         finally:
-            if self._pending.get(opaque) is future:
-                del self._pending[opaque]
+            timer.cancel()
+            if pending.get(opaque) is future:
+                del pending[opaque]
+
+    def _expire(self, future: asyncio.Future[RemotingCommand], code: int, opaque: int, timeout: float) -> None:
+        if not future.done():
+            future.set_exception(RemotingTimeoutError(
+                f"no response from {self.remote_address} within {timeout * 1000:.0f} ms "
+                f"to {request_code_name(code)} (opaque {opaque})"))  # fmt: skip
 
     async def invoke_oneway(self, request: RemotingCommand) -> None:
         """Send a request with the one-way bit set; nothing comes back."""
@@ -310,20 +456,21 @@ class RemotingConnection:
     # -- closing ----------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection: pending calls fail with ``RemotingConnectError``. Safe to call twice."""
-        if self._read_task is not None and not self._read_task.done():
-            self._read_task.cancel()
-        else:
-            self._teardown("closed")
+        """Close the connection (what is queued is still written): pending calls fail with
+        ``RemotingConnectError``. Safe to call twice."""
+        if self._out:
+            self._flush()
+        self._teardown("closed")
 
     async def aclose(self) -> None:
-        """``close()`` and wait until the socket is closed."""
+        """``close()`` and wait until the socket is closed (at most 5 s, then it is cut)."""
         self.close()
-        if self._read_task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._read_task
-        with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
+        if self._transport is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._lost), 5.0)
+        except TimeoutError:
+            self._transport.abort()
 
     def cancel_requests(self) -> None:
         """Cancel the peer's requests still being processed (a stopping server does this)."""
@@ -334,12 +481,16 @@ class RemotingConnection:
         if self._closed.is_set():
             return
         self._closed.set()
-        self._writer.close()
+        self._out = []
+        self._out_bytes = 0
+        if self._transport is not None:
+            self._transport.close()
         error = RemotingConnectError(f"connection to {self.remote_address} {reason}")
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
                 future.set_exception(error)
+        self._wake_drain_waiters(error)
         for listener in self._close_listeners:
             _notify(listener, self, "close")
 
@@ -417,9 +568,8 @@ class RemotingServer:
     async def start(self) -> None:
         if self._server is not None:
             raise RuntimeError(f"{self.name} is already started")
-        self._server = await asyncio.start_server(
-            self._on_connect, self.host, self._requested_port, backlog=1024, limit=_READ_SIZE
-        )
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_connection, self.host, self._requested_port, backlog=1024)
         self._port = self._server.sockets[0].getsockname()[1]
         if self.idle_timeout is not None:
             self._idle_task = asyncio.get_running_loop().create_task(self._close_idle(self.idle_timeout))
@@ -450,24 +600,24 @@ class RemotingServer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._server is None:  # stopping
-            writer.close()
-            return
-        conn = RemotingConnection(
-            reader,
-            writer,
+    def _new_connection(self) -> RemotingConnection:
+        return RemotingConnection(
             processors=self.processors,
             max_frame_length=self.max_frame_length,
             serialize_type=SerializeType.JSON,
             close_listeners=self._close_listeners,
             role=self.name,
+            on_made=self._on_connect,
         )
+
+    def _on_connect(self, conn: RemotingConnection) -> None:
+        if self._server is None:  # stopping
+            conn.close()
+            return
         self._connections.add(conn)
         log.debug("%s: connection from %s", self.name, conn.remote_address)
         for listener in self._connect_listeners:
             _notify(listener, conn, "connect")
-        conn.start()
 
     def _forget(self, conn: RemotingConnection) -> None:
         self._connections.discard(conn)
@@ -565,23 +715,25 @@ class RemotingClient:
             if conn is not None and not conn.closed:
                 return conn
             host, port = parse_address(target)
+
+            def new_connection() -> RemotingConnection:
+                return RemotingConnection(
+                    processors=self.processors,
+                    max_frame_length=self.max_frame_length,
+                    serialize_type=self.serialize_type,
+                    close_listeners=[*self._close_listeners, self._forget],
+                    role=self.name,
+                )
+
+            loop = asyncio.get_running_loop()
             try:
-                async with asyncio.timeout(self.connect_timeout):
-                    reader, writer = await asyncio.open_connection(host, port, limit=_READ_SIZE)
+                # wait_for, not asyncio.timeout: a processor may connect before it ever waited (outside a task).
+                _, conn = await asyncio.wait_for(loop.create_connection(new_connection, host, port),
+                                                 self.connect_timeout)  # fmt: skip
             except (OSError, TimeoutError) as exc:
                 raise RemotingConnectError(f"connect to {target} failed: {_describe(exc)}") from exc
-            conn = RemotingConnection(
-                reader,
-                writer,
-                processors=self.processors,
-                max_frame_length=self.max_frame_length,
-                serialize_type=self.serialize_type,
-                close_listeners=[*self._close_listeners, self._forget],
-                role=self.name,
-            )
             self._connections[target] = conn
             conn.attributes["addr"] = target
-            conn.start()
             return conn
 
     def _forget(self, conn: RemotingConnection) -> None:
