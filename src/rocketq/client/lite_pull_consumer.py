@@ -45,6 +45,7 @@ from rocketq.client.offset_store import LocalFileOffsetStore, ReadOffsetType
 from rocketq.client.process_queue import ProcessQueue
 from rocketq.client.pull_api import build_sys_flag
 from rocketq.client.pull_result import PullStatus
+from rocketq.common.aio import within
 from rocketq.common.message import MessageExt
 
 __all__ = ["LitePullConsumer"]
@@ -302,7 +303,7 @@ class LitePullConsumer(ConsumerBase):
                 if remaining <= 0 and self._buffer.empty():
                     return []
                 try:
-                    mq, pq, msgs = await asyncio.wait_for(self._buffer.get(), max(remaining, 0))
+                    mq, pq, msgs = await within(self._buffer.get(), remaining)
                 except TimeoutError:
                     return []
             if pq.dropped:

@@ -55,6 +55,7 @@ from rocketq.client.process_queue import ProcessQueue
 from rocketq.client.pull_api import build_sys_flag
 from rocketq.client.pull_result import PullStatus
 from rocketq.client.rebalance import retry_topic
+from rocketq.common.aio import within
 from rocketq.common.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_ORIGIN_MESSAGE_ID,
@@ -267,7 +268,7 @@ class PushConsumer(ConsumerBase):
         if self.orderly and self._message_model is MessageModel.CLUSTERING:
             # Let the batch in hand finish, commit what it consumed, then give the lock back.
             try:
-                await asyncio.wait_for(pq.consume_lock.acquire(), 1.0)
+                await within(pq.consume_lock.acquire(), 1.0)
             except TimeoutError:
                 pq.try_unlock_times += 1
                 log.info("%s: %s is still being consumed: released later", self._group, mq)
