@@ -47,6 +47,7 @@ from rocketq.broker.topic_validator import RMQ_SYS_OFFSET_MOVED_EVENT, is_readab
 from rocketq.common.heartbeat import MessageModel, SubscriptionData, build_subscription_data
 from rocketq.common.javacompat import hashmap_order
 from rocketq.common.message import MessageExt
+from rocketq.common.mixall import MASTER_ID
 from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.transport import RemotingConnection, parse_address
@@ -57,7 +58,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MASTER_ID = 0
 
 _STATUS_CODES: dict[GetMessageStatus, int] = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,

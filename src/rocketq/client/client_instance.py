@@ -43,7 +43,7 @@ from rocketq.client.heartbeat import (
     SubscriptionData,
 )
 from rocketq.client.message_queue import MessageQueue
-from rocketq.client.mq_client_api import AUTO_CREATE_TOPIC_KEY, MQClientAPI
+from rocketq.client.mq_client_api import MQClientAPI
 from rocketq.client.route import (
     MASTER_ID,
     TopicPublishInfo,
@@ -53,6 +53,7 @@ from rocketq.client.route import (
 )
 from rocketq.common import json_compat
 from rocketq.common.aio import wait_event
+from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
 from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.transport import ProcessorTable, RemotingClient, RemotingConnection
@@ -64,7 +65,6 @@ __all__ = ["CLIENT_INNER_PRODUCER_GROUP", "ClientInstance", "ConsumerInner", "Pr
 
 log = logging.getLogger(__name__)
 
-CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 SHUTDOWN_GRACE_S = 5.0
 
 
@@ -303,7 +303,7 @@ class ClientInstance:
         on the first send. ``False`` when there is no route."""
         async with self._route_lock:
             if default_topic_queue_nums is not None:
-                route = await self.api.get_topic_route(AUTO_CREATE_TOPIC_KEY)
+                route = await self.api.get_topic_route(AUTO_CREATE_TOPIC_KEY_TOPIC)
                 if route is not None:
                     route = route.copy_with_queue_nums(default_topic_queue_nums)
             else:

@@ -29,6 +29,7 @@ from rocketq.common.codec import decode_record
 from rocketq.common.errors import CorruptRecordError
 from rocketq.common.javacompat import hashmap_order
 from rocketq.common.message import MessageExt
+from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, ext_value, next_opaque
 from rocketq.remoting.errors import RemotingConnectError, RemotingTimeoutError
@@ -39,7 +40,6 @@ __all__ = ["MQClientAPI", "decode_records"]
 log = logging.getLogger(__name__)
 
 #: The template topic a broker auto-creates new topics from (``TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC``).
-AUTO_CREATE_TOPIC_KEY = "TBW102"
 
 # SendMessageRequestHeader field → SendMessageRequestHeaderV2 key.
 _V2_KEYS = {
@@ -350,7 +350,7 @@ class MQClientAPI:
                            perm: int = 6, order: bool = False, timeout: float | None = None) -> None:  # fmt: skip
         """UPDATE_AND_CREATE_TOPIC on one broker (what ``mqadmin updateTopic`` sends)."""
         fields = {
-            "topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY, "readQueueNums": read_queue_nums,
+            "topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC, "readQueueNums": read_queue_nums,
             "writeQueueNums": write_queue_nums, "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0,
             "order": order,
         }  # fmt: skip

@@ -51,7 +51,6 @@ from rocketq.client.errors import (
 )
 from rocketq.client.fault_strategy import MQFaultStrategy
 from rocketq.client.message_queue import MessageQueue
-from rocketq.client.mq_client_api import AUTO_CREATE_TOPIC_KEY
 from rocketq.client.queue_selector import MessageQueueSelector
 from rocketq.client.route import MASTER_ID, TopicPublishInfo
 from rocketq.client.send_result import SendResult, SendStatus
@@ -71,6 +70,7 @@ from rocketq.common.message import (
     Message,
 )
 from rocketq.common.message_id import UniqueIdGenerator
+from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from rocketq.remoting.codes import ResponseCode
 
 __all__ = ["DEFAULT_PRODUCER_GROUP", "Producer", "SendCallback", "new_message"]
@@ -78,7 +78,6 @@ __all__ = ["DEFAULT_PRODUCER_GROUP", "Producer", "SendCallback", "new_message"]
 log = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 TOPIC_MAX_LENGTH = 127
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 COMPRESSION_ZLIB_FLAG = 0x300
@@ -175,7 +174,7 @@ class Producer:
         compress_over: int = 4096,
         compress_level: int = 5,
         max_message_size: int = MAX_MESSAGE_SIZE,
-        create_topic_key: str = AUTO_CREATE_TOPIC_KEY,
+        create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
         default_topic_queue_nums: int = 4,
         send_latency_fault_enable: bool = True,
         send_smart_msg: bool = True,

@@ -54,7 +54,6 @@ from rocketq.client.offset_store import ReadOffsetType
 from rocketq.client.process_queue import ProcessQueue
 from rocketq.client.pull_api import build_sys_flag
 from rocketq.client.pull_result import PullStatus
-from rocketq.client.rebalance import retry_topic
 from rocketq.common.aio import within
 from rocketq.common.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -66,6 +65,7 @@ from rocketq.common.message import (
     Message,
     MessageExt,
 )
+from rocketq.common.mixall import get_retry_topic
 
 __all__ = ["PushConsumer", "parse_consume_timestamp"]
 
@@ -135,7 +135,7 @@ class PushConsumer(ConsumerBase):
 
     @property
     def retry_topic(self) -> str:
-        return retry_topic(self._group)
+        return get_retry_topic(self._group)
 
     @property
     def concurrent_max_reconsume_times(self) -> int:

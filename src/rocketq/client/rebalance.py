@@ -32,21 +32,14 @@ from rocketq.client.message_queue import MessageQueue
 from rocketq.client.offset_store import OffsetStore, ReadOffsetType
 from rocketq.client.process_queue import ProcessQueue
 from rocketq.client.route import MASTER_ID
+from rocketq.common.mixall import RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
     from rocketq.client.client_instance import ClientInstance
 
-__all__ = ["RETRY_GROUP_TOPIC_PREFIX", "RebalanceHooks", "RebalanceImpl", "compute_pull_from_where", "retry_topic"]
+__all__ = ["RebalanceHooks", "RebalanceImpl", "compute_pull_from_where"]
 
 log = logging.getLogger(__name__)
-
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
 
 class RebalanceHooks(Protocol):
     """What differs between a push and a lite-pull consumer during a rebalance."""

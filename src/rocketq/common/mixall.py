@@ -19,6 +19,7 @@ __all__ = [
     "CLIENT_INNER_PRODUCER_GROUP",
     "DLQ_GROUP_TOPIC_PREFIX",
     "FILTERSRV_CONSUMER_GROUP",
+    "MASTER_ID",
     "NOT_ALLOWED_SEND_TOPICS",
     "ONS_HTTP_PROXY_GROUP",
     "PERM_INHERIT",
@@ -46,6 +47,8 @@ __all__ = [
     "is_retry_topic",
 ]
 
+#: The broker id of a master (``MixAll.MASTER_ID``).
+MASTER_ID: Final = 0
 #: The topic whose route stands in for a topic the name server does not know yet (auto-creation).
 AUTO_CREATE_TOPIC_KEY_TOPIC: Final = "TBW102"
 RMQ_SYS_SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"

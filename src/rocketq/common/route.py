@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketq.common import json_compat
-from rocketq.common.mixall import PERM_INHERIT, PERM_READ, PERM_WRITE
+from rocketq.common.mixall import MASTER_ID, PERM_INHERIT, PERM_READ, PERM_WRITE
 
 __all__ = [
     "MASTER_ID",
@@ -32,7 +32,6 @@ __all__ = [
     "as_mapping",
 ]
 
-MASTER_ID = 0
 
 
 def as_int(value: Any, default: int = 0) -> int:
