@@ -13,6 +13,7 @@ import pytest
 
 from broker_support import client_of, props, run, running_broker, send_v2, settle
 from rocketq.broker import delayed_delivery
+from rocketq.broker.broker_controller import BrokerController
 from rocketq.broker.delayed_delivery import DueTimeWakeup, now_ms, restore_real_message
 from rocketq.broker.expression_message_filter import ExpressionMessageFilter
 from rocketq.broker.protocol import build_subscription_data
@@ -122,10 +123,9 @@ def test_a_delay_level_copy_is_not_parked_again_by_a_timer_property(tmp_path: Pa
 
 
 # --- the services, through a broker ------------------------------------------------------------------------
-async def _wait_count(broker: object, topic: str, count: int, timeout: float) -> float:
-    store = broker.store  # type: ignore[attr-defined]
+async def _wait_count(broker: BrokerController, topic: str, count: int, timeout: float) -> float:
     t0 = time.monotonic()
-    while store.get_max_offset_in_queue(topic, 0) < count:
+    while broker.store.get_max_offset_in_queue(topic, 0) < count:
         assert time.monotonic() - t0 < timeout, f"{topic} has not reached {count} messages in {timeout} s"
         await asyncio.sleep(0.01)
     return time.monotonic() - t0
