@@ -22,6 +22,7 @@ from rocketq.broker.schedule_message_service import message_time_up
 from rocketq.broker.timer_message_service import TIMER_TOPIC
 from rocketq.common.message import MessageExt, properties_to_string, string_to_properties
 from rocketq.remoting.codes import ResponseCode
+from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
 
 FAST_LEVELS = "1s 2s 3s " + " ".join(["1h"] * 15)
 
@@ -193,6 +194,34 @@ def test_a_level_is_not_woken_by_messages_due_after_its_head(tmp_path: Path) -> 
             await asyncio.sleep(0.1)
             assert rounds[3] - before <= 1  # not a round per message
             await _wait_count(broker, "L3", 21, 6.0)
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("kind", ["delay level", "timer"])
+def test_a_refused_delivery_is_tried_again_soon_and_delivered_once(tmp_path: Path, kind: str) -> None:
+    """Java tries a refused put again after 100 ms (delay levels) or half the timer precision (5.x timer), not
+    after DELAY_FOR_A_PERIOD (10 s)."""
+    conf = {"messageDelayLevel": FAST_LEVELS, "timerPrecisionMs": "100"}
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", **conf) as broker, client_of(broker) as client:
+            put = broker.put_message_sync
+            refused: list[float] = []
+
+            def refuse_first(msg: MessageExt) -> PutMessageResult:
+                if msg.topic == "R" and not refused:
+                    refused.append(time.monotonic())
+                    return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="refused by the test")
+                return put(msg)
+
+            broker.put_message_sync = refuse_first  # type: ignore[method-assign]
+            p = props(DELAY="1") if kind == "delay level" else props(TIMER_DELAY_MS="1000")
+            await client.invoke(send_v2("R", b"x", properties=p))
+            await _wait_count(broker, "R", 1, 5.0)
+            assert refused and time.monotonic() - refused[0] < 1.0
+            await asyncio.sleep(0.3)
+            assert broker.store.get_max_offset_in_queue("R", 0) == 1
 
     run(scenario())
 

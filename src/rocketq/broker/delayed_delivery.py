@@ -21,7 +21,14 @@ Putting (:meth:`DelayedDeliveryService.deliver`). A delivery thread puts the cop
   progress moves past the parked message;
 - illegal (MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED), or a real topic that is the half topic (Java's "[BUG]"
   case): the message is logged and dropped, and the progress moves on;
-- anything else: the same message is tried again after ``RETRY_AFTER_FAILURE_S``.
+- anything else (the store refuses puts for now: disk full, page cache busy, …): the same message is tried
+  again after the service's pause, as Java does: 100 ms for a delay level (``DELAY_FOR_A_WHILE``), half the
+  timer precision for the timer (5.x sleeps ``500 * precisionMs / 1000`` ms; at least 100 ms here). Unlike
+  5.x, which drops the message after three tries unless ``timerEnableRetryUntilSuccess``, both keep trying: an
+  acknowledged message is never lost.
+
+An unexpected error in a delivery round is logged and the round runs again after ``RETRY_AFTER_ERROR_S``
+(``DELAY_FOR_A_PERIOD``).
 
 Waking (:class:`DueTimeWakeup`). Each delivery thread delivers what is due, then sleeps until its next due
 time. The store's arrival listener (on the dispatch thread) reports each parked message with its due time, and
@@ -57,8 +64,10 @@ log = logging.getLogger(__name__)
 IDLE_CHECK_S = 1.0
 #: The longest sleep before a thread looks again, whatever it waits for.
 MAX_SLEEP_S = 60.0
-#: ``DELAY_FOR_A_PERIOD``: the pause after a failed put before the same message is tried again.
-RETRY_AFTER_FAILURE_S = 10.0
+#: ``DELAY_FOR_A_PERIOD``: the pause after an unexpected error in a delivery round.
+RETRY_AFTER_ERROR_S = 10.0
+#: ``DELAY_FOR_A_WHILE``: the shortest pause after a put the store refused, before the same message is tried again.
+RETRY_AFTER_REFUSED_PUT_S = 0.1
 #: ``WAIT_FOR_SHUTDOWN``: how long shutdown waits for the threads to finish the message in hand.
 WAIT_FOR_SHUTDOWN_S = 5.0
 #: Put outcomes after which the copy is in the commit log (the progress may move on).
@@ -146,6 +155,8 @@ class DelayedDeliveryService:
 
     #: The progress file (for thread names and logs).
     progress_file = ""
+    #: The pause after a put the store refused (a subclass may say otherwise).
+    retry_after_refused_put_s = RETRY_AFTER_REFUSED_PUT_S
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
@@ -238,25 +249,26 @@ class DelayedDeliveryService:
                 next_ms = self._deliver_due(key)
             except Exception:
                 log.exception("%s: delivering failed", self._thread_name(key))
-                next_ms = now_ms() + RETRY_AFTER_FAILURE_S * 1000
+                next_ms = now_ms() + RETRY_AFTER_ERROR_S * 1000
             if self._stopping:
                 break
             wakeup.sleep(next_ms)
 
-    def deliver(self, copy: MessageExt, parked_at: int) -> bool:
-        """Put *copy* (restored from the parked record at commit-log offset *parked_at*); True when the progress
-        may move past the parked message (stored, or dropped for good), False when it is to be tried again."""
+    def deliver(self, copy: MessageExt, parked_at: int) -> float | None:
+        """Put *copy* (restored from the parked record at commit-log offset *parked_at*); None when the progress
+        may move past the parked message (stored, or dropped for good), else the epoch ms to try it again at."""
         if copy.topic == RMQ_SYS_TRANS_HALF_TOPIC:
             log.error("[BUG] the real topic of the parked message at %d is %s: discarded", parked_at, copy.topic)
-            return True
+            return None
         result = self.controller.put_message_sync(copy)
         if result.status in STORED:
             with self._count_lock:
                 self.delivered += 1
-            return True
+            return None
         if result.status in PERMANENT:
             log.error("parked message at %d dropped: %s (%s)", parked_at, result.status.value, result.error)
-            return True
-        log.error("parked message at %d not delivered: %s; trying again in %.0f s", parked_at, result.status.value,
-                  RETRY_AFTER_FAILURE_S)  # fmt: skip
-        return False
+            return None
+        pause = self.retry_after_refused_put_s
+        log.error("parked message at %d not delivered: %s (%s); trying again in %.1f s", parked_at,
+                  result.status.value, result.error, pause)  # fmt: skip
+        return now_ms() + pause * 1000

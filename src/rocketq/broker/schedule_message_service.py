@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from rocketq.broker.delayed_delivery import RETRY_AFTER_FAILURE_S, DelayedDeliveryService, now_ms, restore_real_message
+from rocketq.broker.delayed_delivery import DelayedDeliveryService, now_ms, restore_real_message
 from rocketq.broker.timer_message_service import PROPERTY_START_DELIVER_TIME, TIMER_PROPERTIES
 from rocketq.common.message import PROPERTY_DELAY_TIME_LEVEL, MessageExt
 from rocketq.store.commit_log import SCHEDULE_TOPIC
@@ -126,8 +126,9 @@ class ScheduleMessageService(DelayedDeliveryService):
             if due > now:
                 return due
             parked = store.look_message_by_offset(unit.phys, unit.size)
-            if parked is not None and not self.deliver(message_time_up(parked), unit.phys):
-                return now_ms() + RETRY_AFTER_FAILURE_S * 1000
+            retry_at = self.deliver(message_time_up(parked), unit.phys) if parked is not None else None
+            if retry_at is not None:
+                return retry_at
             offset += 1
             offsets.update_offset(level, offset)
         return None

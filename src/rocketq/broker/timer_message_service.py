@@ -60,7 +60,12 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from rocketq.broker.delayed_delivery import RETRY_AFTER_FAILURE_S, DelayedDeliveryService, now_ms, restore_real_message
+from rocketq.broker.delayed_delivery import (
+    RETRY_AFTER_REFUSED_PUT_S,
+    DelayedDeliveryService,
+    now_ms,
+    restore_real_message,
+)
 from rocketq.broker.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
 from rocketq.common.javacompat import hashmap_order
 from rocketq.common.message import (
@@ -277,6 +282,11 @@ class TimerMessageService(DelayedDeliveryService):
         return self.controller.broker_config.timer_wheel_enable
 
     @property
+    def retry_after_refused_put_s(self) -> float:
+        """5.x sleeps ``500 * timerPrecisionMs / 1000`` ms before it puts a refused message again."""
+        return max(RETRY_AFTER_REFUSED_PUT_S, 0.5 * self.controller.broker_config.timer_precision_ms / 1000.0)
+
+    @property
     def pending(self) -> int:
         return len(self._heap)
 
@@ -354,8 +364,10 @@ class TimerMessageService(DelayedDeliveryService):
             parked = store.look_message_by_offset(unit.phys, unit.size) if unit is not None else None
             if unit is None or parked is None:
                 log.error("timer message at queue offset %d is gone: skipped", offset)
-            elif not self.deliver(convert_message(parked, now_ms()), unit.phys):
-                return now_ms() + RETRY_AFTER_FAILURE_S * 1000
+            else:
+                retry_at = self.deliver(convert_message(parked, now_ms()), unit.phys)
+                if retry_at is not None:
+                    return retry_at
             heapq.heappop(heap)
             self._queued.discard(offset)
             self.offsets.mark_done(offset)
