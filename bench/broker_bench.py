@@ -776,6 +776,7 @@ async def _tx_vs_plain_run(args: argparse.Namespace, namesrv: str) -> dict[str, 
 
 def run_delay_tx(args: argparse.Namespace) -> dict[str, Any]:
     """The delay and transaction section: its own broker, the lateness run, the send comparison, the store read."""
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="broker-bench-delay-") as tmp:
         rq = RocketqServer(Path(tmp), extra_conf=DELAY_CONF)
         rq.start()
@@ -792,14 +793,15 @@ def run_delay_tx(args: argparse.Namespace) -> dict[str, Any]:
             "load": {k: load[k] for k in ("senders", "processes", "messages", "msgs_per_s", "p50_ms", "p99_ms",
                                           "errors")},
             "delayed_sent": run["sent"], "delayed_consumed": len(run["received"]), "lateness": lateness,
-            "send": send}  # fmt: skip
+            "send": send, "machine_loadavg_1m": {"before": load_before[0], "after": os.getloadavg()[0]}}  # fmt: skip
 
 
 def print_delay_tx(r: dict[str, Any]) -> None:
     load = r["load"]
     print(f"\ndelayed-message lateness (ms after the due time) under a send load of {load['msgs_per_s']:,.0f} msg/s "
           f"({load['senders']} senders, p99 {_fmt(load['p99_ms'], '.1f')} ms); {r['delayed_sent']} delayed sent, "
-          f"{r['delayed_consumed']} consumed")  # fmt: skip
+          f"{r['delayed_consumed']} consumed; machine load average {r['machine_loadavg_1m']['before']:.1f} before, "
+          f"{r['machine_loadavg_1m']['after']:.1f} after")  # fmt: skip
     head = (f"{'kind':<12} {'msgs':>6} {'broker p50':>10} {'broker p99':>10} {'max':>6} {'consumer p50':>12} "
             f"{'consumer p99':>12} {'max':>6}")  # fmt: skip
     print(head)
