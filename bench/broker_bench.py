@@ -611,16 +611,38 @@ DELAY_QUEUES = 4
 LOAD_WARMUP_S = 2.0
 
 
-async def _send_delayed(namesrv: str, rate: float, seconds: float, start_at: float) -> int:
+class _LoggedRocketqServer(RocketqServer):
+    """RocketqServer whose output is read after start: a broker whose log nobody reads blocks once the pipe is
+    full (64 KiB of warnings, e.g. puts refused on a nearly full disk); the warnings and errors are counted."""
+
+    def start(self) -> None:
+        import threading
+
+        super().start()
+        self.log_counts: dict[str, int] = {"WARNING": 0, "ERROR": 0}
+        self.log_tail: list[str] = []
+        out = self.proc.stdout if self.proc is not None else None
+
+        def drain() -> None:
+            for line in out or ():
+                for level in self.log_counts:
+                    if f" {level} " in line:
+                        self.log_counts[level] += 1
+                        self.log_tail = [*self.log_tail[-9:], line.rstrip()]
+
+        self._drain = threading.Thread(target=drain, name="rocketq log", daemon=True)
+        self._drain.start()
+
+
+async def _send_delayed(namesrv: str, rate: float, seconds: float, start_at: float) -> tuple[int, int]:
     """From ``start_at`` (epoch s), delay-level and timer messages at ``rate`` a second each for ``seconds``; how
-    many were stored."""
+    many sends succeeded and how many failed (a client timeout under load: the message may be stored or not)."""
     import random
 
     from rocketq.client import ClientConfig, Producer, new_message
 
     body = os.urandom(BODY_SIZE)
-    pending: set[asyncio.Task[Any]] = set()
-    sent = 0
+    sends: list[asyncio.Task[Any]] = []
     async with Producer("BenchDelayPG", config=ClientConfig(namesrv_addr=namesrv, instance_name="bench-delayer")) as p:
         await p.send(new_message(TOPIC, body))  # routes and connection before the clock starts
         await asyncio.sleep(max(0.0, start_at - time.time()))
@@ -632,13 +654,11 @@ async def _send_delayed(namesrv: str, rate: float, seconds: float, start_at: flo
             timer = {"TIMER_DELAY_MS": str(delay_ms)}
             for msg in (new_message(DELAY_TOPIC, body, delay_level=1 + i % 2),
                         new_message(TIMER_BENCH_TOPIC, body, properties=timer)):  # fmt: skip
-                task = asyncio.ensure_future(p.send(msg))
-                pending.add(task)
-                task.add_done_callback(pending.discard)
-                sent += 1
+                sends.append(asyncio.ensure_future(p.send(msg)))
             await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
-        results = await asyncio.gather(*pending, return_exceptions=True)
-    return sent - sum(isinstance(r, BaseException) for r in results)
+        results = await asyncio.gather(*sends, return_exceptions=True)
+    ok = sum(1 for r in results if getattr(r, "ok", False))
+    return ok, len(results) - ok
 
 
 def _delayed_sender_process(namesrv: str, rate: float, seconds: float, start_at: float, pipe: Any) -> None:
@@ -683,7 +703,7 @@ async def _delay_lateness_run(args: argparse.Namespace, rq: RocketqServer) -> di
             ready = await asyncio.to_thread(pipe.poll, args.delay_seconds + LOAD_WARMUP_S + 120)
             if not ready:
                 raise RuntimeError("the delayed sender did not finish")
-            sent = int(pipe.recv())
+            sent, failed = pipe.recv()
         finally:
             sender.join(10)
             if sender.is_alive():
@@ -692,7 +712,7 @@ async def _delay_lateness_run(args: argparse.Namespace, rq: RocketqServer) -> di
         deadline = time.monotonic() + 15.0
         while len(received) < sent and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
-    return {"sent": sent, "received": received, "load": load_row}
+    return {"sent": sent, "failed": failed, "received": received, "load": load_row}
 
 
 def _store_lateness(store_dir: Path, received: dict[str, float]) -> dict[str, Any]:
@@ -778,7 +798,7 @@ def run_delay_tx(args: argparse.Namespace) -> dict[str, Any]:
     """The delay and transaction section: its own broker, the lateness run, the send comparison, the store read."""
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="broker-bench-delay-") as tmp:
-        rq = RocketqServer(Path(tmp), extra_conf=DELAY_CONF)
+        rq = _LoggedRocketqServer(Path(tmp), extra_conf=DELAY_CONF)
         rq.start()
         try:
             create_topic(rq.namesrv, rq.broker)  # the load generator's topic
@@ -792,14 +812,17 @@ def run_delay_tx(args: argparse.Namespace) -> dict[str, Any]:
                        "timer_delay_ms": list(TIMER_DELAY_MS)},
             "load": {k: load[k] for k in ("senders", "processes", "messages", "msgs_per_s", "p50_ms", "p99_ms",
                                           "errors")},
-            "delayed_sent": run["sent"], "delayed_consumed": len(run["received"]), "lateness": lateness,
-            "send": send, "machine_loadavg_1m": {"before": load_before[0], "after": os.getloadavg()[0]}}  # fmt: skip
+            "delayed_sent": run["sent"], "delayed_send_failed": run["failed"],
+            "delayed_consumed": len(run["received"]), "lateness": lateness,
+            "send": send, "machine_loadavg_1m": {"before": load_before[0], "after": os.getloadavg()[0]},
+            "broker_log": {"counts": rq.log_counts, "last": rq.log_tail}}  # fmt: skip
 
 
 def print_delay_tx(r: dict[str, Any]) -> None:
     load = r["load"]
     print(f"\ndelayed-message lateness (ms after the due time) under a send load of {load['msgs_per_s']:,.0f} msg/s "
-          f"({load['senders']} senders, p99 {_fmt(load['p99_ms'], '.1f')} ms); {r['delayed_sent']} delayed sent, "
+          f"({load['senders']} senders, p99 {_fmt(load['p99_ms'], '.1f')} ms); {r['delayed_sent']} delayed sent "
+          f"({r['delayed_send_failed']} sends failed), "
           f"{r['delayed_consumed']} consumed; machine load average {r['machine_loadavg_1m']['before']:.1f} before, "
           f"{r['machine_loadavg_1m']['after']:.1f} after")  # fmt: skip
     head = (f"{'kind':<12} {'msgs':>6} {'broker p50':>10} {'broker p99':>10} {'max':>6} {'consumer p50':>12} "
@@ -810,6 +833,10 @@ def print_delay_tx(r: dict[str, Any]) -> None:
         print(f"{kind:<12} {x['delivered']:>6} {_fmt(x['broker_p50_ms'], '10.1f')} {_fmt(x['broker_p99_ms'], '10.1f')} "
               f"{_fmt(x['broker_max_ms'], '6.0f')} {_fmt(x['consumer_p50_ms'], '12.1f')} "
               f"{_fmt(x['consumer_p99_ms'], '12.1f')} {_fmt(x['consumer_max_ms'], '6.0f')}")  # fmt: skip
+    logged = r["broker_log"]
+    if any(logged["counts"].values()):
+        print(f"broker log: {logged['counts']['WARNING']} warnings, {logged['counts']['ERROR']} errors; last: "
+              f"{logged['last'][-1]}")  # fmt: skip
     s = r["send"]
     print(f"\nPython client, {s['senders']} concurrent sends")
     head = f"{'send':<14} {'msgs/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs plain':>8}"
