@@ -156,6 +156,29 @@ def test_a_timer_message_due_soon_is_delivered_on_time_while_one_due_later_waits
     run(scenario())
 
 
+def test_the_timer_takes_arrivals_without_reading_them_back(tmp_path: Path) -> None:
+    """The arrival listener hands the timer each message's due time: its thread reads a parked record once, to
+    deliver it (reading every record parked while it slept, when it wakes, would make the delivery late)."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", timerPrecisionMs="100") as broker, client_of(broker) as client:
+            look = broker.store.look_message_by_offset
+            reads = {"timer": 0}
+
+            def counting(phys: int, size: int) -> MessageExt | None:
+                if threading.current_thread().name == "TimerMessageDelivery":
+                    reads["timer"] += 1
+                return look(phys, size)
+
+            broker.store.look_message_by_offset = counting  # type: ignore[method-assign]
+            for i in range(40):
+                await client.invoke(send_v2("Many", f"m{i}".encode(), properties=props(TIMER_DELAY_MS="1500")))
+            await _wait_count(broker, "Many", 40, 6.0)
+            assert reads["timer"] == 40
+
+    run(scenario())
+
+
 def test_an_idle_level_is_woken_by_its_first_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(delayed_delivery, "IDLE_CHECK_S", 30.0)  # no periodic look: only the arrival wakes it
 

@@ -332,7 +332,7 @@ class BrokerController:
         if topic == SCHEDULE_TOPIC:
             self.schedule_message_service.notify_parked(queue_id, tags_code)  # a parked unit's tag code: its due time
         elif topic == TIMER_TOPIC:
-            self.timer_message_service.notify_parked(properties)
+            self.timer_message_service.notify_parked(max_offset - 1, properties)
         self.pull_request_hold_service.notify_message_arriving_threadsafe(topic, queue_id, max_offset, tags_code,
                                                                           store_timestamp, properties)  # fmt: skip
 

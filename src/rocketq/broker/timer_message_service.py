@@ -42,11 +42,12 @@ On disk — the structure that survives restarts:
   never more of them than messages still waiting.
 
 In memory: a heap of the pending messages (due time, queue offset), rebuilt at start by reading the timer
-queue from ``cursor``, skipping the resolved offsets; the messages parked since are read in the same way
-before each delivery round. One thread (not the broker's busy event loop, so that nothing waits for it)
-delivers every due message in due-time order with a blocking put, then sleeps until the next one is due. A
-new message wakes it only if it is due before that (the store's arrival listener passes its ``TIMER_OUT_MS``),
-so a message due in 300 ms is delivered on time while the thread waits for one due in an hour. Across a clean
+queue from ``cursor``, skipping the resolved offsets. Messages parked since come with their due time from the
+store's arrival listener, so their records are not read back until they are delivered; a scan of the timer
+queue before each delivery round reads only what the listener did not report. One thread (not the broker's
+busy event loop, so that nothing waits for it) delivers every due message in due-time order with a blocking
+put, then sleeps until the next one is due. A new message wakes it only if it is due before that, so a
+message due in 300 ms is delivered on time while the thread waits for one due in an hour. Across a clean
 restart nothing is delivered twice and nothing is lost; after a crash, what was
 delivered since the last persist is delivered again (the delay levels behave the same).
 """
@@ -54,6 +55,7 @@ delivered since the last persist is delivered again (the delay levels behave the
 from __future__ import annotations
 
 import bisect
+import collections
 import heapq
 import logging
 import os
@@ -276,6 +278,9 @@ class TimerMessageService(DelayedDeliveryService):
         self._heap: list[tuple[int, int]] = []  # (due ms, queue offset)
         self._queued: set[int] = set()
         self._scanned = 0
+        # (due ms, queue offset) of arrivals, from the dispatch thread: the heap takes them without reading the
+        # parked records back (deque appends and pops are thread-safe).
+        self._arrived: collections.deque[tuple[int, int]] = collections.deque()
 
     @property
     def enabled(self) -> bool:
@@ -316,16 +321,31 @@ class TimerMessageService(DelayedDeliveryService):
     def _persist(self) -> None:
         self.offsets.persist()
 
-    def notify_parked(self, properties: Mapping[str, str] | None) -> None:
-        """Called on the dispatch thread when a message lands in the timer queue (its properties, if known)."""
+    def notify_parked(self, queue_offset: int, properties: Mapping[str, str] | None) -> None:
+        """Called on the dispatch thread when a message lands in the timer queue at *queue_offset* (its
+        properties, if known)."""
         due = _parse_int(properties.get(PROPERTY_TIMER_OUT_MS)) if properties is not None else None
+        if due is not None:
+            self._arrived.append((due, queue_offset))
         self.notify_arrival(0, due)
 
     # --- delivering -----------------------------------------------------------------------------------
     def _deliver_due(self, key: int) -> float | None:
+        self._take_arrivals()
         more = self._scan()
         next_ms = self._deliver_heap()
         return now_ms() if more else next_ms
+
+    def _take_arrivals(self) -> None:
+        """Put the reported arrivals on the heap; the scan then passes over them without reading them. Without
+        this, a thread woken when its head is due would first read back every record parked since it slept
+        (a second's worth at the default precision), and deliver late by that much."""
+        arrived = self._arrived
+        while arrived:
+            due, offset = arrived.popleft()
+            if offset not in self._queued and not self.offsets.is_done(offset):
+                heapq.heappush(self._heap, (due, offset))
+                self._queued.add(offset)
 
     def _scan(self) -> bool:
         """Add the parked messages not seen yet to the heap; True when more are left than one round reads."""
