@@ -798,7 +798,8 @@ def run_delay_tx(args: argparse.Namespace) -> dict[str, Any]:
     """The delay and transaction section: its own broker, the lateness run, the send comparison, the store read."""
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="broker-bench-delay-") as tmp:
-        rq = _LoggedRocketqServer(Path(tmp), extra_conf=DELAY_CONF)
+        conf = {**DELAY_CONF, "timerPrecisionMs": str(args.timer_precision_ms)}
+        rq = _LoggedRocketqServer(Path(tmp), extra_conf=conf)
         rq.start()
         try:
             create_topic(rq.namesrv, rq.broker)  # the load generator's topic
@@ -808,7 +809,7 @@ def run_delay_tx(args: argparse.Namespace) -> dict[str, Any]:
             rq.stop()
         lateness = _store_lateness(Path(tmp) / "store", run["received"])
     load = run["load"]
-    return {"config": {"seconds": args.delay_seconds, "delay_rate": args.delay_rate, **DELAY_CONF,
+    return {"config": {"seconds": args.delay_seconds, "delay_rate": args.delay_rate, **conf,
                        "timer_delay_ms": list(TIMER_DELAY_MS)},
             "load": {k: load[k] for k in ("senders", "processes", "messages", "msgs_per_s", "p50_ms", "p99_ms",
                                           "errors")},
@@ -880,6 +881,8 @@ def main() -> int:
                     help="delay-tx: delay-level sends a second, and as many timer sends (200)")
     ap.add_argument("--delay-load-senders", type=int, default=16, help="delay-tx: senders of the send load (16)")
     ap.add_argument("--tx-senders", type=int, default=32, help="delay-tx: concurrent plain/transactional sends (32)")
+    ap.add_argument("--timer-precision-ms", type=int, default=1,
+                    help="delay-tx: timerPrecisionMs (1; at 5.x's 1000 a second's timer messages come due at once)")
     args = ap.parse_args()
     if args.worker:
         worker_main(json.loads(args.worker))
