@@ -30,6 +30,16 @@ offsets; Redis: ``XLEN``); consume: messages per second. Prints a table and writ
 and redis-py (``pip install -e '.[bench]'``); ``--no-redis`` runs rocketq alone.
 
     python bench/broker_bench.py [--seconds 4] [--senders 1,16,64] [--batch 32] [--procs 2] [--no-redis]
+
+Delay and transactions (``--delay-tx``: ``also`` after the table above, the default; ``only``; ``skip``), on a
+``rocketq start`` of its own with short delay levels (details above :func:`run_delay_tx`):
+
+- delayed-message lateness under load: the ``send`` load above runs while delay-level and timer messages are
+  sent from a process of their own and a push consumer in this process takes them; p50/p99 of due time ->
+  stored copy (broker) and due time -> listener call (consumer), target consumer p99 < 100 ms;
+- transactional send TPS against plain send TPS, both with the Python client at the same concurrency.
+
+    python bench/broker_bench.py --delay-tx only [--delay-seconds 10] [--delay-rate 200] [--delay-load-senders 16]
 """
 
 from __future__ import annotations
@@ -464,6 +474,292 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               + (f"  errors={r['errors']}" if r["errors"] else ""))  # fmt: skip
 
 
+# -- delay and transaction section (--delay-tx) -----------------------------------------------------------------
+#
+# Its own `rocketq start` (bench_servers.RocketqServer, with short delay levels and a 1 ms timer precision) in a
+# temporary directory, so that its figures do not depend on what the throughput section left in a store:
+#
+# 1. lateness under load: the `send` load above (worker processes, --delay-load-senders senders, as fast as they
+#    go) runs while a process of its own sends --delay-rate messages a second with delay level 1 or 2 (1 s, 2 s)
+#    and as many with TIMER_DELAY_MS 500..2500, and a push consumer alone in this process takes both topics (so
+#    that what is measured is the broker's delivery, not a consumer sharing its loop with a producer). The load
+#    starts 2 s before the delayed sends and lasts until the last of them is due. After the broker stops, its
+#    store is read back: the due time of a message is its parked record's store time + the level's delay; for a
+#    timer message its TIMER_OUT_MS, or the parked record's store time (TIMER_ENQUEUE_MS) if that is later (with
+#    --timer-precision-ms 1000, a 500 ms delay rounded down to the second can fall before the message is even
+#    stored: it is delivered at once, as 5.x does, and that is no lateness of the delivery). Broker lateness =
+#    the delivered copy's store time - due; consumer lateness = this process's clock when the listener gets the
+#    message - due (the same machine's clock). Target: consumer p99 < 100 ms.
+# 2. transactional vs plain send: --tx-senders concurrent sends of the Python client for --delay-seconds each,
+#    Producer.send, then TransactionProducer.send_message_in_transaction (the local transaction commits at once:
+#    half message, END_TRANSACTION, committed copy and op record on the broker).
+
+DELAY_CONF = {"messageDelayLevel": "1s 2s 3s " + " ".join(["1h"] * 15), "timerPrecisionMs": "1",
+              "transactionCheckInterval": "600000"}  # fmt: skip
+DELAY_LEVEL_MS = {1: 1000, 2: 2000}
+TIMER_DELAY_MS = (500, 2500)
+DELAY_TOPIC = "BenchDelay"
+TIMER_BENCH_TOPIC = "BenchTimer"
+TX_TOPIC = "BenchTx"
+DELAY_QUEUES = 4
+LOAD_WARMUP_S = 2.0
+
+
+class _LoggedRocketqServer(RocketqServer):
+    """RocketqServer whose output is read after start: a broker whose log nobody reads blocks once the pipe is
+    full (64 KiB of warnings, e.g. puts refused on a nearly full disk); the warnings and errors are counted."""
+
+    def start(self) -> None:
+        import threading
+
+        super().start()
+        self.log_counts: dict[str, int] = {"WARNING": 0, "ERROR": 0}
+        self.log_tail: list[str] = []
+        out = self.proc.stdout if self.proc is not None else None
+
+        def drain() -> None:
+            for line in out or ():
+                for level in self.log_counts:
+                    if f" {level} " in line:
+                        self.log_counts[level] += 1
+                        self.log_tail = [*self.log_tail[-9:], line.rstrip()]
+
+        self._drain = threading.Thread(target=drain, name="rocketq log", daemon=True)
+        self._drain.start()
+
+
+async def _send_delayed(namesrv: str, rate: float, seconds: float, start_at: float) -> tuple[int, int]:
+    """From ``start_at`` (epoch s), delay-level and timer messages at ``rate`` a second each for ``seconds``; how
+    many sends succeeded and how many failed (a client timeout under load: the message may be stored or not)."""
+    import random
+
+    from rocketq.client import ClientConfig, Producer, new_message
+
+    body = os.urandom(BODY_SIZE)
+    sends: list[asyncio.Task[Any]] = []
+    async with Producer("BenchDelayPG", config=ClientConfig(namesrv_addr=namesrv, instance_name="bench-delayer")) as p:
+        await p.send(new_message(TOPIC, body))  # routes and connection before the clock starts
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        start = time.monotonic()
+        i = 0
+        while time.monotonic() - start < seconds:
+            i += 1
+            delay_ms = random.randint(*TIMER_DELAY_MS)
+            timer = {"TIMER_DELAY_MS": str(delay_ms)}
+            for msg in (new_message(DELAY_TOPIC, body, delay_level=1 + i % 2),
+                        new_message(TIMER_BENCH_TOPIC, body, properties=timer)):  # fmt: skip
+                sends.append(asyncio.ensure_future(p.send(msg)))
+            await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+        results = await asyncio.gather(*sends, return_exceptions=True)
+    ok = sum(1 for r in results if getattr(r, "ok", False))
+    return ok, len(results) - ok
+
+
+def _delayed_sender_process(namesrv: str, rate: float, seconds: float, start_at: float, pipe: Any) -> None:
+    """The delayed sends, in a process of their own so that the consumer's process only consumes."""
+    pipe.send(asyncio.run(_send_delayed(namesrv, rate, seconds, start_at)))
+
+
+async def _delay_lateness_run(args: argparse.Namespace, rq: RocketqServer) -> dict[str, Any]:
+    import multiprocessing
+
+    from rocketq.client import ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, Producer, PushConsumer
+
+    cfg = ClientConfig(namesrv_addr=rq.namesrv, instance_name="bench-delay")
+    received: dict[str, float] = {}
+
+    async def listener(msgs: list[Any], _context: Any) -> ConsumeConcurrentlyStatus:
+        now = time.time() * 1000
+        for m in msgs:
+            received[m.uniq_key] = now
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async with Producer("BenchDelayAdmin", config=cfg) as admin:
+        for topic in (DELAY_TOPIC, TIMER_BENCH_TOPIC):
+            await admin.create_topic(topic, DELAY_QUEUES)
+    consumer = PushConsumer("BenchDelayCG", config=cfg.copy(instance_name="bench-delay-consumer"), listener=listener,
+                            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)  # fmt: skip
+    consumer.subscribe(DELAY_TOPIC)
+    consumer.subscribe(TIMER_BENCH_TOPIC)
+    ctx = multiprocessing.get_context("spawn")
+    pipe, child_pipe = ctx.Pipe()
+    async with consumer:
+        await asyncio.sleep(2.0)  # the first rebalance assigns the queues
+        longest = max(max(DELAY_LEVEL_MS.values()), TIMER_DELAY_MS[1]) / 1000.0
+        load_args = argparse.Namespace(**{**vars(args), "seconds": LOAD_WARMUP_S + args.delay_seconds + longest})
+        load = asyncio.ensure_future(asyncio.to_thread(measure, "rocketq", "send", args.delay_load_senders,
+                                                       load_args, rq.broker, lambda: 0))  # fmt: skip
+        # The load's processes start and connect (about a second), then run LOAD_WARMUP_S before the delayed sends.
+        sender = ctx.Process(target=_delayed_sender_process, args=(rq.namesrv, args.delay_rate, args.delay_seconds,
+                             time.time() + 1.0 + LOAD_WARMUP_S, child_pipe), daemon=True)  # fmt: skip
+        sender.start()
+        try:
+            ready = await asyncio.to_thread(pipe.poll, args.delay_seconds + LOAD_WARMUP_S + 120)
+            if not ready:
+                raise RuntimeError("the delayed sender did not finish")
+            sent, failed = pipe.recv()
+        finally:
+            sender.join(10)
+            if sender.is_alive():
+                sender.kill()
+        load_row = await load
+        deadline = time.monotonic() + 15.0
+        while len(received) < sent and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+    return {"sent": sent, "failed": failed, "received": received, "load": load_row}
+
+
+def _store_lateness(store_dir: Path, received: dict[str, float]) -> dict[str, Any]:
+    """Read the stopped broker's store: due time, delivered copy's store time and receipt of each message."""
+    from rocketq.common.codec import decode_record
+    from rocketq.store.commit_log import SCHEDULE_TOPIC
+    from rocketq.store.message_store import MessageStore
+    from rocketq.store.store_config import MessageStoreConfig
+
+    cfg = MessageStoreConfig(store_path_root_dir=str(store_dir), message_delay_level=DELAY_CONF["messageDelayLevel"])
+
+    def records(store: MessageStore, topic: str, queues: range) -> list[Any]:
+        out = []
+        for q in queues:
+            offset = 0
+            while True:
+                r = store.get_message("bench", topic, q, offset, 512)
+                if not r.messages:
+                    break
+                out += [decode_record(m) for m in r.messages]
+                offset = r.next_begin_offset
+        return out
+
+    result: dict[str, Any] = {}
+    with MessageStore(cfg, read_only=True) as store:
+        parked = {m.uniq_key: m.store_timestamp + DELAY_LEVEL_MS[m.queue_id + 1]
+                  for m in records(store, SCHEDULE_TOPIC, range(len(DELAY_LEVEL_MS)))}  # fmt: skip
+        for kind, topic in (("delay level", DELAY_TOPIC), ("timer", TIMER_BENCH_TOPIC)):
+            broker: list[float] = []
+            consumer: list[float] = []
+            for m in records(store, topic, range(DELAY_QUEUES)):
+                if kind == "delay level":
+                    due = parked.get(m.uniq_key)
+                else:
+                    due = max(int(m.properties["TIMER_OUT_MS"]), int(m.properties["TIMER_ENQUEUE_MS"]))
+                if due is None:
+                    continue
+                broker.append(m.store_timestamp - due)
+                if m.uniq_key in received:
+                    consumer.append(received[m.uniq_key] - due)
+            result[kind] = {"delivered": len(broker), "consumed": len(consumer),
+                            "broker_p50_ms": percentile(broker, 50), "broker_p99_ms": percentile(broker, 99),
+                            "broker_max_ms": max(broker, default=None),
+                            "consumer_p50_ms": percentile(consumer, 50), "consumer_p99_ms": percentile(consumer, 99),
+                            "consumer_max_ms": max(consumer, default=None)}  # fmt: skip
+    return result
+
+
+async def _tx_vs_plain_run(args: argparse.Namespace, namesrv: str) -> dict[str, Any]:
+    from rocketq.client import ClientConfig, Producer, new_message
+    from rocketq.client.transaction_producer import LocalTransactionState, TransactionProducer
+
+    cfg = ClientConfig(namesrv_addr=namesrv, instance_name="bench-tx")
+    body = os.urandom(BODY_SIZE)
+
+    async def drive(send: Any) -> dict[str, Any]:
+        deadline = time.monotonic() + args.delay_seconds
+        latencies: list[float] = []
+
+        async def sender() -> None:
+            while time.monotonic() < deadline:
+                t0 = time.perf_counter()
+                await send()
+                latencies.append((time.perf_counter() - t0) * 1000)
+
+        start = time.monotonic()
+        await asyncio.gather(*(sender() for _ in range(args.tx_senders)))
+        return {"msgs_per_s": len(latencies) / (time.monotonic() - start), "p50_ms": percentile(latencies, 50),
+                "p99_ms": percentile(latencies, 99)}  # fmt: skip
+
+    async with Producer("BenchPlainPG", config=cfg) as plain:
+        await plain.create_topic(TX_TOPIC, DELAY_QUEUES)
+        await plain.send(new_message(TX_TOPIC, body))
+        plain_row = await drive(lambda: plain.send(new_message(TX_TOPIC, body)))
+    tx = TransactionProducer("BenchTxPG", config=cfg.copy(instance_name="bench-tx-producer"),
+                             execute=lambda _m, _a: LocalTransactionState.COMMIT_MESSAGE,
+                             check=lambda _m: LocalTransactionState.COMMIT_MESSAGE)  # fmt: skip
+    async with tx:
+        await tx.send_message_in_transaction(new_message(TX_TOPIC, body))
+        tx_row = await drive(lambda: tx.send_message_in_transaction(new_message(TX_TOPIC, body)))
+    ratio = tx_row["msgs_per_s"] / plain_row["msgs_per_s"] if plain_row["msgs_per_s"] else None
+    return {"senders": args.tx_senders, "plain": plain_row, "transactional": tx_row, "tx_vs_plain": ratio}
+
+
+def run_delay_tx(args: argparse.Namespace) -> dict[str, Any]:
+    """The delay and transaction section: its own broker, the lateness run, the send comparison, the store read."""
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="broker-bench-delay-") as tmp:
+        conf = {**DELAY_CONF, "timerPrecisionMs": str(args.timer_precision_ms)}
+        rq = _LoggedRocketqServer(Path(tmp), {**BROKER_CONF, **conf})
+        rq.start()
+        try:
+            create_topic(rq.namesrv, rq.broker)  # the load generator's topic
+            run = asyncio.run(_delay_lateness_run(args, rq))
+            send = asyncio.run(_tx_vs_plain_run(args, rq.namesrv))
+        finally:
+            rq.stop()
+        lateness = _store_lateness(Path(tmp) / "store", run["received"])
+    load = run["load"]
+    return {"config": {"seconds": args.delay_seconds, "delay_rate": args.delay_rate, **conf,
+                       "timer_delay_ms": list(TIMER_DELAY_MS)},
+            "load": {k: load[k] for k in ("senders", "processes", "messages", "msgs_per_s", "p50_ms", "p99_ms",
+                                          "errors")},
+            "delayed_sent": run["sent"], "delayed_send_failed": run["failed"],
+            "delayed_consumed": len(run["received"]), "lateness": lateness,
+            "send": send, "machine_loadavg_1m": {"before": load_before[0], "after": os.getloadavg()[0]},
+            "broker_log": {"counts": rq.log_counts, "last": rq.log_tail}}  # fmt: skip
+
+
+def print_delay_tx(r: dict[str, Any]) -> None:
+    load = r["load"]
+    print(f"\ndelayed-message lateness (ms after the due time) under a send load of {load['msgs_per_s']:,.0f} msg/s "
+          f"({load['senders']} senders, p99 {_fmt(load['p99_ms'], '.1f')} ms); {r['delayed_sent']} delayed sent "
+          f"({r['delayed_send_failed']} sends failed), "
+          f"{r['delayed_consumed']} consumed; machine load average {r['machine_loadavg_1m']['before']:.1f} before, "
+          f"{r['machine_loadavg_1m']['after']:.1f} after")  # fmt: skip
+    head = (f"{'kind':<12} {'msgs':>6} {'broker p50':>10} {'broker p99':>10} {'max':>6} {'consumer p50':>12} "
+            f"{'consumer p99':>12} {'max':>6}")  # fmt: skip
+    print(head)
+    print("-" * len(head))
+    for kind, x in r["lateness"].items():
+        print(f"{kind:<12} {x['delivered']:>6} {_fmt(x['broker_p50_ms'], '10.1f')} {_fmt(x['broker_p99_ms'], '10.1f')} "
+              f"{_fmt(x['broker_max_ms'], '6.0f')} {_fmt(x['consumer_p50_ms'], '12.1f')} "
+              f"{_fmt(x['consumer_p99_ms'], '12.1f')} {_fmt(x['consumer_max_ms'], '6.0f')}")  # fmt: skip
+    logged = r["broker_log"]
+    if any(logged["counts"].values()):
+        print(f"broker log: {logged['counts']['WARNING']} warnings, {logged['counts']['ERROR']} errors; last: "
+              f"{logged['last'][-1]}")  # fmt: skip
+    s = r["send"]
+    print(f"\nPython client, {s['senders']} concurrent sends")
+    head = f"{'send':<14} {'msgs/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs plain':>8}"
+    print(head)
+    print("-" * len(head))
+    for name, ratio in (("plain", 1.0), ("transactional", s["tx_vs_plain"])):
+        x = s[name]
+        print(f"{name:<14} {x['msgs_per_s']:>8,.0f} {_fmt(x['p50_ms'], '8.1f')} {_fmt(x['p99_ms'], '8.1f')} "
+              f"{_fmt(ratio, '7.2f')}x")  # fmt: skip
+
+
+def delay_tx_main(args: argparse.Namespace) -> int:
+    """``--delay-tx only``: the delay and transaction section alone, written as the full run writes it."""
+    result = run_delay_tx(args)
+    print_delay_tx(result)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"benchmark": "broker_bench", "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+           "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+           "config": {"body_size": BODY_SIZE, "queues": QUEUES, "procs": args.procs, "rocketq_flush": "ASYNC_FLUSH"},
+           "rows": [], "delay_tx": result}  # fmt: skip
+    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {args.out}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=4.0, help="length of each send run (4)")
@@ -475,10 +771,21 @@ def main() -> int:
     ap.add_argument("--no-redis", action="store_true", help="skip the Redis Streams baseline")
     ap.add_argument("--out", type=Path, default=RESULTS, help=f"JSON results ({RESULTS.relative_to(ROOT)})")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--delay-tx", choices=("also", "only", "skip"), default="also",
+                    help="the delay-lateness and transactional-send section: after the others, alone, or not (also)")
+    ap.add_argument("--delay-seconds", type=float, default=10.0, help="delay-tx: length of each run (10)")
+    ap.add_argument("--delay-rate", type=float, default=200.0,
+                    help="delay-tx: delay-level sends a second, and as many timer sends (200)")
+    ap.add_argument("--delay-load-senders", type=int, default=16, help="delay-tx: senders of the send load (16)")
+    ap.add_argument("--tx-senders", type=int, default=32, help="delay-tx: concurrent plain/transactional sends (32)")
+    ap.add_argument("--timer-precision-ms", type=int, default=1,
+                    help="delay-tx: timerPrecisionMs (1; at 5.x's 1000 a second's timer messages come due at once)")
     args = ap.parse_args()
     if args.worker:
         worker_main(json.loads(args.worker))
         return 0
+    if args.delay_tx == "only":
+        return delay_tx_main(args)
     senders = [int(x) for x in args.senders.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if not args.no_redis:
@@ -536,6 +843,9 @@ def main() -> int:
                 rd.stop()
     print()
     print_table(rows)
+    delay_tx = run_delay_tx(args) if args.delay_tx == "also" else None
+    if delay_tx is not None:
+        print_delay_tx(delay_tx)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "benchmark": "broker_bench",
@@ -545,6 +855,7 @@ def main() -> int:
                    "procs": args.procs, "rocketq_flush": "ASYNC_FLUSH",
                    "redis_persistence": "appendonly yes, appendfsync everysec", **meta},
         "rows": rows,
+        **({"delay_tx": delay_tx} if delay_tx is not None else {}),
     }
     args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     print(f"\nwrote {args.out}")

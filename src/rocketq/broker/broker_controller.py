@@ -327,11 +327,12 @@ class BrokerController:
 
     def _on_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
                              store_timestamp: int, properties: dict[str, str]) -> None:  # fmt: skip
-        """The store's arrival listener (dispatch thread): wake held pulls, and the delay level of a parked message."""
+        """The store's arrival listener (dispatch thread): wake held pulls, and the delivery thread of a parked
+        message when it is due before the time that thread sleeps until."""
         if topic == SCHEDULE_TOPIC:
-            self.schedule_message_service.wake_threadsafe(queue_id)
+            self.schedule_message_service.notify_parked(queue_id, tags_code)  # a parked unit's tag code: its due time
         elif topic == TIMER_TOPIC:
-            self.timer_message_service.wake_threadsafe()
+            self.timer_message_service.notify_parked(max_offset - 1, properties)
         self.pull_request_hold_service.notify_message_arriving_threadsafe(topic, queue_id, max_offset, tags_code,
                                                                           store_timestamp, properties)  # fmt: skip
 

@@ -18,10 +18,11 @@ multiple goes one step lower, as 5.x does), and the message is stored instead in
 queue 0 with ``TIMER_OUT_MS`` = that time, ``REAL_TOPIC`` and ``REAL_QID`` — the record 5.x writes.
 
 Delivering (:class:`TimerMessageService`): when due, the parked record is stored again in its real topic and
-queue as 5.x's ``convertMessage`` does: same body, flag, sysFlag, born time and hosts, reconsume times; the map
-gains ``TIMER_ENQUEUE_MS`` (the parked record's store time) and ``TIMER_DEQUEUE_MS`` (now), the property string
-is built from it, and ``REAL_TOPIC``/``REAL_QID`` are then dropped from the map only (so they stay in the
-stored string, like the delay levels' copies).
+queue as 5.x's ``convert`` / ``convertMessage`` do (:func:`convert_message`, built on the restoring step shared
+with the delay levels, :mod:`rocketq.broker.delayed_delivery`): same body, flag, sysFlag, born time and hosts,
+reconsume times; the map gains ``TIMER_ENQUEUE_MS`` (the parked record's store time) and ``TIMER_DEQUEUE_MS``
+(now), the property string is built from it, and ``REAL_TOPIC``/``REAL_QID`` are then dropped from the map only
+(so they stay in the stored string, like the delay levels' copies).
 
 On disk — the structure that survives restarts:
 
@@ -41,27 +42,34 @@ On disk — the structure that survives restarts:
   never more of them than messages still waiting.
 
 In memory: a heap of the pending messages (due time, queue offset), rebuilt at start by reading the timer
-queue from ``cursor``, skipping the resolved offsets; new messages are added as the dispatcher reports them.
-One thread (not the broker's busy event loop, so that nothing waits for it) delivers every due message in
-due-time order with a blocking put, then sleeps until the next one is due or a new one arrives. Across a clean
+queue from ``cursor``, skipping the resolved offsets. Messages parked since come with their due time from the
+store's arrival listener, so their records are not read back until they are delivered; a scan of the timer
+queue before each delivery round reads only what the listener did not report. One thread (not the broker's
+busy event loop, so that nothing waits for it) delivers every due message in due-time order with a blocking
+put, then sleeps until the next one is due. A new message wakes it only if it is due before that, so a
+message due in 300 ms is delivered on time while the thread waits for one due in an hour. Across a clean
 restart nothing is delivered twice and nothing is lost; after a crash, what was
 delivered since the last persist is delivered again (the delay levels behave the same).
 """
 
 from __future__ import annotations
 
-import asyncio
 import bisect
-import contextlib
+import collections
 import heapq
 import logging
 import os
-import threading
-import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from rocketq.broker.delayed_delivery import (
+    RETRY_AFTER_REFUSED_PUT_S,
+    DelayedDeliveryService,
+    now_ms,
+    restore_real_message,
+)
 from rocketq.broker.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
-from rocketq.common.javacompat import encode_utf8_java, hashmap_order
+from rocketq.common.javacompat import hashmap_order
 from rocketq.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -69,7 +77,6 @@ from rocketq.common.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     MessageExt,
-    properties_to_string,
     transaction_type,
 )
 from rocketq.store.commit_log import SCHEDULE_TOPIC, PutMessageResult, PutMessageStatus
@@ -91,19 +98,8 @@ PROPERTY_START_DELIVER_TIME = "__STARTDELIVERTIME"
 TIMER_PROPERTIES = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
 _NOT_TIMED_TOPICS = frozenset({TIMER_TOPIC, SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC})
 
-IDLE_CHECK_S = 1.0
-MAX_SLEEP_S = 60.0
-RETRY_AFTER_FAILURE_S = 10.0
-WAIT_FOR_SHUTDOWN_S = 5.0
 #: Parked records read per round of the start-up (and catch-up) scan before the loop is let go.
 SCAN_BATCH = 2048
-STORED = frozenset({PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT,
-                    PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE})  # fmt: skip
-PERMANENT = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # --- accepting -------------------------------------------------------------------------------------------
@@ -146,7 +142,7 @@ def transform_timer_message(msg: MessageExt, *, enabled: bool = True, max_delay_
                 props.pop(name, None)
             msg.properties_bytes = None
         return None
-    now = _now_ms() if now is None else now
+    now = now_ms() if now is None else now
     try:
         deliver_ms = deliver_time_of(props, now)
     except ValueError:
@@ -178,20 +174,9 @@ def transform_timer_message(msg: MessageExt, *, enabled: bool = True, max_delay_
 
 def convert_message(parked: MessageExt, now: int) -> MessageExt:
     """``TimerMessageStore.convert`` / ``convertMessage``: the parked record as it goes to its real topic."""
-    props = dict(parked.properties)
-    props[PROPERTY_TIMER_ENQUEUE_MS] = str(parked.store_timestamp)
-    props[PROPERTY_TIMER_DEQUEUE_MS] = str(now)
-    ordered = {k: props[k] for k in hashmap_order(props)}
-    raw = encode_utf8_java(properties_to_string(ordered))
-    topic = ordered.pop(PROPERTY_REAL_TOPIC, parked.topic)
-    try:
-        queue_id = int(ordered.pop(PROPERTY_REAL_QUEUE_ID, "0"))
-    except ValueError:
-        queue_id = 0
-    return MessageExt(topic=topic, body=parked.body, flag=parked.flag, properties=ordered, queue_id=queue_id,
-                      sys_flag=parked.sys_flag, born_timestamp=parked.born_timestamp, born_host=parked.born_host,
-                      store_host=parked.store_host, reconsume_times=parked.reconsume_times,
-                      properties_bytes=raw)  # fmt: skip
+    return restore_real_message(parked, add={PROPERTY_TIMER_ENQUEUE_MS: str(parked.store_timestamp),
+                                             PROPERTY_TIMER_DEQUEUE_MS: str(now)},
+                                hide=(PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID))  # fmt: skip
 
 
 # --- progress ----------------------------------------------------------------------------------------------
@@ -282,26 +267,29 @@ class TimerOffsetManager(ConfigManager):
 
 
 # --- delivering --------------------------------------------------------------------------------------------
-class TimerMessageService:
-    """The timer messages of one broker: the pending heap, the delivering task and ``timerOffset.json``."""
+class TimerMessageService(DelayedDeliveryService):
+    """The timer messages of one broker: the pending heap, the delivering thread and ``timerOffset.json``."""
+
+    progress_file = "timerOffset.json"
 
     def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+        super().__init__(controller)
         self.offsets = TimerOffsetManager(controller.store_config.root)
         self._heap: list[tuple[int, int]] = []  # (due ms, queue offset)
         self._queued: set[int] = set()
         self._scanned = 0
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._persister: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping = False
-        #: Timer messages delivered since start.
-        self.delivered = 0
+        # (due ms, queue offset) of arrivals, from the dispatch thread: the heap takes them without reading the
+        # parked records back (deque appends and pops are thread-safe).
+        self._arrived: collections.deque[tuple[int, int]] = collections.deque()
 
     @property
     def enabled(self) -> bool:
         return self.controller.broker_config.timer_wheel_enable
+
+    @property
+    def retry_after_refused_put_s(self) -> float:
+        """5.x sleeps ``500 * timerPrecisionMs / 1000`` ms before it puts a refused message again."""
+        return max(RETRY_AFTER_REFUSED_PUT_S, 0.5 * self.controller.broker_config.timer_precision_ms / 1000.0)
 
     @property
     def pending(self) -> int:
@@ -312,71 +300,52 @@ class TimerMessageService:
         return transform_timer_message(msg, enabled=c.timer_wheel_enable, max_delay_sec=c.timer_max_delay_sec,
                                        precision_ms=c.timer_precision_ms)  # fmt: skip
 
-    # --- life cycle -----------------------------------------------------------------------------------
     def load(self) -> None:
         self.offsets.load(strict=False)
 
-    def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stopping = False
+    # --- DelayedDeliveryService -----------------------------------------------------------------------
+    def _keys(self) -> list[int]:
+        return [0]
+
+    def _thread_name(self, key: int) -> str:
+        return "TimerMessageDelivery"
+
+    def _prepare(self) -> None:
         cq = self.controller.store.find_consume_queue(TIMER_TOPIC, 0, create=False)
         if cq is not None and cq.get_min_offset_in_queue() > self.offsets.cursor:
             log.warning("timer queue starts at %d, past the cursor %d: the messages between were cleaned",
                         cq.get_min_offset_in_queue(), self.offsets.cursor)  # fmt: skip
             self.offsets.reset(cq.get_min_offset_in_queue())
         self._scanned = self.offsets.cursor
-        self._thread = threading.Thread(target=self._run, name="TimerMessageDelivery", daemon=True)
-        self._thread.start()
-        interval = max(0.05, self.controller.store_config.flush_delay_offset_interval / 1000.0)
-        self._persister = self._loop.create_task(self._persist_every(interval), name="persist timerOffset.json")
 
-    async def shutdown(self) -> None:
-        if self._loop is None:
-            return
-        self._stopping = True
-        self._wake.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            await asyncio.to_thread(thread.join, WAIT_FOR_SHUTDOWN_S)
-        if self._persister is not None:
-            self._persister.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._persister
-            self._persister = None
-        self._loop = None
-        await asyncio.to_thread(self.persist)
+    def _persist(self) -> None:
+        self.offsets.persist()
 
-    def persist(self) -> None:
-        try:
-            self.offsets.persist()
-        except OSError:
-            log.exception("cannot persist timerOffset.json")
+    def notify_parked(self, queue_offset: int, properties: Mapping[str, str] | None) -> None:
+        """Called on the dispatch thread when a message lands in the timer queue at *queue_offset* (its
+        properties, if known)."""
+        due = _parse_int(properties.get(PROPERTY_TIMER_OUT_MS)) if properties is not None else None
+        if due is not None:
+            self._arrived.append((due, queue_offset))
+        self.notify_arrival(0, due)
 
-    async def _persist_every(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            await asyncio.to_thread(self.persist)
+    # --- delivering -----------------------------------------------------------------------------------
+    def _deliver_due(self, key: int) -> float | None:
+        self._take_arrivals()
+        more = self._scan()
+        next_ms = self._deliver_heap()
+        return now_ms() if more else next_ms
 
-    def wake_threadsafe(self) -> None:
-        """Called on the dispatch thread when a message lands in the timer queue."""
-        self._wake.set()
-
-    # --- the loop -------------------------------------------------------------------------------------
-    def _run(self) -> None:
-        while not self._stopping:
-            self._wake.clear()
-            try:
-                more = self._scan()
-                wait_s = self._deliver_due()
-                if more:
-                    wait_s = 0.0
-            except Exception:
-                log.exception("delivering timer messages failed")
-                wait_s = RETRY_AFTER_FAILURE_S
-            if self._stopping:
-                break
-            if wait_s > 0:
-                self._wake.wait(wait_s)
+    def _take_arrivals(self) -> None:
+        """Put the reported arrivals on the heap; the scan then passes over them without reading them. Without
+        this, a thread woken when its head is due would first read back every record parked since it slept
+        (a second's worth at the default precision), and deliver late by that much."""
+        arrived = self._arrived
+        while arrived:
+            due, offset = arrived.popleft()
+            if offset not in self._queued and not self.offsets.is_done(offset):
+                heapq.heappush(self._heap, (due, offset))
+                self._queued.add(offset)
 
     def _scan(self) -> bool:
         """Add the parked messages not seen yet to the heap; True when more are left than one round reads."""
@@ -402,34 +371,27 @@ class TimerMessageService:
         self._scanned = end
         return end < cq.get_max_offset_in_queue()
 
-    def _deliver_due(self) -> float:
+    def _deliver_heap(self) -> float | None:
+        """Deliver the due messages in due-time order; the time the next one comes due (None: none pending)."""
         store = self.controller.store
         cq = store.find_consume_queue(TIMER_TOPIC, 0, create=False)
         heap = self._heap
         while heap and not self._stopping:
             due, offset = heap[0]
-            now = _now_ms()
-            if due > now:
-                return min((due - now) / 1000.0, MAX_SLEEP_S)
+            if due > now_ms():
+                return due
             unit = cq.get_unit(offset) if cq is not None else None
             parked = store.look_message_by_offset(unit.phys, unit.size) if unit is not None else None
-            if parked is None:
+            if unit is None or parked is None:
                 log.error("timer message at queue offset %d is gone: skipped", offset)
             else:
-                result = self.controller.put_message_sync(convert_message(parked, _now_ms()))
-                if result.status in STORED:
-                    self.delivered += 1
-                elif result.status in PERMANENT:
-                    log.error("timer message at %d dropped: %s (%s)", unit.phys if unit else -1,
-                              result.status.value, result.error)  # fmt: skip
-                else:
-                    log.error("timer message at %d not delivered: %s; trying again later",
-                              unit.phys if unit else -1, result.status.value)  # fmt: skip
-                    return RETRY_AFTER_FAILURE_S
+                retry_at = self.deliver(convert_message(parked, now_ms()), unit.phys)
+                if retry_at is not None:
+                    return retry_at
             heapq.heappop(heap)
             self._queued.discard(offset)
             self.offsets.mark_done(offset)
-        return IDLE_CHECK_S
+        return None
 
 
 def _parse_int(value: str | None) -> int | None:
