@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -88,9 +89,26 @@ class RocketqServer:
                 break
             lines.append(line)
             if "rocketq ready" in line:
+                self._drain_log()
                 return
         self.stop()
         raise RuntimeError("rocketq start did not come up:\n" + "".join(lines))
+
+    def _drain_log(self) -> None:
+        """Keep reading the broker's output after start: a broker whose log nobody reads blocks once the pipe is
+        full (64 KiB of warnings, e.g. puts refused on a nearly full disk). Warnings and errors are counted."""
+        self.log_counts: dict[str, int] = {"WARNING": 0, "ERROR": 0}
+        self.log_tail: list[str] = []
+        out = self.proc.stdout if self.proc is not None else None
+
+        def drain() -> None:
+            for line in out or ():
+                for level in self.log_counts:
+                    if f" {level} " in line:
+                        self.log_counts[level] += 1
+                        self.log_tail = [*self.log_tail[-9:], line.rstrip()]
+
+        threading.Thread(target=drain, name="rocketq log", daemon=True).start()
 
     def stop(self) -> None:
         stop_process(self.proc)

@@ -505,29 +505,6 @@ DELAY_QUEUES = 4
 LOAD_WARMUP_S = 2.0
 
 
-class _LoggedRocketqServer(RocketqServer):
-    """RocketqServer whose output is read after start: a broker whose log nobody reads blocks once the pipe is
-    full (64 KiB of warnings, e.g. puts refused on a nearly full disk); the warnings and errors are counted."""
-
-    def start(self) -> None:
-        import threading
-
-        super().start()
-        self.log_counts: dict[str, int] = {"WARNING": 0, "ERROR": 0}
-        self.log_tail: list[str] = []
-        out = self.proc.stdout if self.proc is not None else None
-
-        def drain() -> None:
-            for line in out or ():
-                for level in self.log_counts:
-                    if f" {level} " in line:
-                        self.log_counts[level] += 1
-                        self.log_tail = [*self.log_tail[-9:], line.rstrip()]
-
-        self._drain = threading.Thread(target=drain, name="rocketq log", daemon=True)
-        self._drain.start()
-
-
 async def _send_delayed(namesrv: str, rate: float, seconds: float, start_at: float) -> tuple[int, int]:
     """From ``start_at`` (epoch s), delay-level and timer messages at ``rate`` a second each for ``seconds``; how
     many sends succeeded and how many failed (a client timeout under load: the message may be stored or not)."""
@@ -696,7 +673,7 @@ def run_delay_tx(args: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="broker-bench-delay-") as tmp:
         conf = {**DELAY_CONF, "timerPrecisionMs": str(args.timer_precision_ms)}
-        rq = _LoggedRocketqServer(Path(tmp), {**BROKER_CONF, **conf})
+        rq = RocketqServer(Path(tmp), {**BROKER_CONF, **conf})
         rq.start()
         try:
             create_topic(rq.namesrv, rq.broker)  # the load generator's topic
