@@ -296,7 +296,10 @@ def worker_main(spec: dict[str, Any]) -> None:
 
         async def wait_go() -> None:
             line = await asyncio.to_thread(sys.stdin.readline)
-            go.set_result(float(line))
+            start = float(line)
+            # Every worker starts at the same instant: the rates are messages over (end - start).
+            await asyncio.sleep(max(0.0, start - time.time()))
+            go.set_result(start)
 
         waiter = asyncio.create_task(wait_go())
         table = {("rocketq", "consume"): _rocketq_consume, ("redis", "consume"): _redis_consume}
