@@ -9,12 +9,15 @@
   byte-identically to a Java broker (§3.5.4).
 - ``decode_utf8_java``: UTF-8 decoding with U+FFFD for malformed input, as
   Java's decoder does.
+- ``java_string_hashes`` / ``java_string_hashes_after``: ``String.hashCode``
+  of many strings at once with numpy (index keys are hashed a batch at a time).
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
+from itertools import repeat
 
 import numpy as np
 
@@ -98,25 +101,58 @@ def _pow31_table(n: int) -> np.ndarray:
 
 
 def java_string_hashes(strings: list[str]) -> np.ndarray:
-    """``String.hashCode`` of many strings at once, as unsigned 32-bit values (uint64 array).
+    """``String.hashCode`` of many strings at once, as unsigned 32-bit values (uint64 array)."""
+    return _hashes_and_lengths(strings)[0]
 
-    For ASCII text, h = Σ c[i]·31^(n−1−i) mod 2^32 is one weighted sum per
-    string, done with numpy over all strings together; other strings take the
-    scalar path.
+
+def _hashes_and_lengths(strings: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``String.hashCode`` (uint64) and ``String.length()`` (int64) of each string.
+
+    For ASCII text h = Σ c[i]·31^(n−1−i) mod 2^32 is a weighted sum: the strings
+    are right-aligned in a zero-padded matrix (leading zeros add nothing) and
+    multiplied by the vector of powers of 31, or, when their lengths differ too
+    much for a matrix, summed with ``reduceat``. Other text takes the scalar path.
     """
     count = len(strings)
     if count == 0:
-        return np.empty(0, dtype=np.uint64)
+        return np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.int64)
     joined = "".join(strings)
     if not joined.isascii():
-        return np.array([java_string_hash(s) & _MASK32 for s in strings], dtype=np.uint64)
+        hashes = np.array([java_string_hash(s) & _MASK32 for s in strings], dtype=np.uint64)
+        lens = np.fromiter((len(s.encode("utf-16-le", "surrogatepass")) // 2 for s in strings), dtype=np.int64,
+                           count=count)  # fmt: skip
+        return hashes, lens
     lens = np.fromiter(map(len, strings), dtype=np.int64, count=count)
+    width = int(lens.max())
+    if width == 0:
+        return np.zeros(count, dtype=np.uint64), lens
+    pow31 = _pow31_table(width)
+    if count * width <= 4 * len(joined) + 4096:
+        padded = "".join(map(str.rjust, strings, repeat(width, count), repeat("\0", count))).encode("ascii")
+        matrix = np.frombuffer(padded, dtype=np.uint8).reshape(count, width)
+        # Each term is below 2^8 · 2^32, so a row of up to 2^24 of them cannot overflow 64 bits.
+        sums = matrix @ pow31[width - 1 :: -1]
+        return sums.astype(np.uint64) & np.uint64(_MASK32), lens
     data = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).astype(np.uint64)
     ends = np.cumsum(lens)
     exponents = np.repeat(ends, lens) - 1 - np.arange(len(data), dtype=np.int64)
-    weighted = data * _pow31_table(int(lens.max()))[exponents]
+    weighted = data * pow31[exponents]
     nonempty = lens > 0
     sums = np.zeros(count, dtype=np.uint64)
-    if len(data):
-        sums[nonempty] = np.add.reduceat(weighted, (ends - lens)[nonempty])
-    return sums & np.uint64(_MASK32)
+    sums[nonempty] = np.add.reduceat(weighted, (ends - lens)[nonempty])
+    return sums & np.uint64(_MASK32), lens
+
+
+def java_string_hashes_after(prefix_hashes: np.ndarray, strings: list[str]) -> np.ndarray:
+    """``String.hashCode`` of ``prefix[i] + strings[i]`` from the hash of each prefix (uint64 arrays of
+    unsigned 32-bit values).
+
+    h(p + s) = h(p)·31^len(s) + h(s) mod 2^32, so a common prefix (an index key's
+    ``topic#``) is hashed once, not once per key.
+    """
+    if not strings:
+        return np.empty(0, dtype=np.uint64)
+    hashes, lens = _hashes_and_lengths(strings)
+    weights = _pow31_table(int(lens.max()) + 1)[lens]
+    # Both factors are below 2^32 and so is the hash added: the sum stays below 2^64.
+    return (prefix_hashes * weights + hashes) & np.uint64(_MASK32)

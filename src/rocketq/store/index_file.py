@@ -75,7 +75,12 @@ def index_key_hash(key: str) -> int:
 
 def index_key_hashes(keys: list[str]) -> np.ndarray:
     """:func:`index_key_hash` of many keys at once (int64 array)."""
-    h = java_string_hashes(keys).astype(np.int64)
+    return index_key_hashes_of(java_string_hashes(keys))
+
+
+def index_key_hashes_of(java_hashes: np.ndarray) -> np.ndarray:
+    """:func:`index_key_hash` from ``String.hashCode`` values given as unsigned 32-bit numbers (int64 array)."""
+    h = java_hashes.astype(np.int64)
     neg = h >= 0x80000000
     h[neg] = 0x100000000 - h[neg]  # |signed value|
     h[h > _INT_MAX] = 0  # Math.abs(Integer.MIN_VALUE) stays negative: Java maps it to 0

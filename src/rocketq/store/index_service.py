@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -34,8 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from rocketq.common.errors import StoreError
+from rocketq.common.javacompat import java_string_hash, java_string_hashes_after
 from rocketq.common.message import KEY_SEPARATOR, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
-from rocketq.store.index_file import IndexFile, index_file_size, index_key_hash, index_key_hashes
+from rocketq.store.index_file import IndexFile, index_file_size, index_key_hash, index_key_hashes_of
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class IndexService:
         self.on_file_full: Callable[[int], None] | None = None
         self._write_lock = threading.Lock()
         self._files_lock = threading.Lock()
+        self._prefix_hashes: dict[str, int] = {}  # topic -> String.hashCode of "topic#"
 
     # --- loading ------------------------------------------------------------------
     def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> bool:
@@ -161,47 +163,95 @@ class IndexService:
                             f = self._last_writable_file()
                             f.put_key(key, commit_log_offset, store_timestamp)
 
-    def build_index_batch(self, records: list[tuple[str, int, int, int, str | None, str | None]]) -> None:
-        """Index many dispatched records, in commit-log order, with the rules of :meth:`build_index`.
+    def build_index_batch(self, topics: Sequence[str], phys: Sequence[int], store_timestamps: Sequence[int],
+                          sys_flags: Sequence[int], uniq_keys: Sequence[str | None],
+                          keys: Sequence[str | None]) -> None:  # fmt: skip
+        """Index many dispatched records, given column by column in commit-log order, with the
+        rules of :meth:`build_index`.
 
-        *records* are (topic, commit_log_offset, store_timestamp, sys_flag, uniq_key, keys).
-        Keys are hashed together and written a file at a time (:meth:`IndexFile.put_keys`);
-        the files end up byte for byte as with one :meth:`build_index` call per record.
+        The keys of all records are hashed together (``topic#`` hashed once per topic,
+        see :func:`java_string_hashes_after`) and written a file at a time
+        (:meth:`IndexFile.put_keys`); the files end up byte for byte as with one
+        :meth:`build_index` call per record.
         """
         if self.read_only:
             raise StoreError("store is open read-only")
-        keys: list[str] = []
-        phys: list[int] = []
-        times: list[int] = []
+        n = len(phys)
+        if n == 0:
+            return
+        # The keys, UNIQ_KEYs first then KEYS tokens, each with the number of its record; the
+        # order build_index adds them in (per record: UNIQ_KEY, then the tokens) is applied after
+        # hashing, to numpy arrays. The common cases (every record has both) stay in C.
+        if None in uniq_keys:
+            uniq_owners = [i for i, u in enumerate(uniq_keys) if u is not None]
+            strings = [uniq_keys[i] for i in uniq_owners]
+            owners = np.asarray(uniq_owners, dtype=np.int64)
+        else:
+            strings = list(uniq_keys)  # type: ignore[arg-type]
+            owners = np.arange(n, dtype=np.int64)
+        if all(keys):
+            tokens: list[str] = list(keys)  # type: ignore[arg-type]
+            token_owners = np.arange(n, dtype=np.int64)
+        else:
+            keyed = [i for i, k in enumerate(keys) if k]
+            tokens = [keys[i] for i in keyed]  # type: ignore[misc]
+            token_owners = np.asarray(keyed, dtype=np.int64)
+        if KEY_SEPARATOR in "\0".join(tokens):
+            split_owners: list[int] = []
+            split_tokens: list[str] = []
+            for i, k in zip(token_owners.tolist(), tokens, strict=True):
+                for token in k.split(KEY_SEPARATOR):
+                    if token:
+                        split_owners.append(i)
+                        split_tokens.append(token)
+            tokens = split_tokens
+            token_owners = np.asarray(split_owners, dtype=np.int64)
+        strings += tokens
+        if not strings:
+            return
+        owner_arr = np.concatenate((owners, token_owners))
+        order = np.argsort(owner_arr, kind="stable")  # by record; UNIQ_KEY first, tokens in order
+        phy_arr = np.asarray(phys, dtype=np.int64)
+        flag_arr = np.asarray(sys_flags, dtype=np.int64)
+        hashes = index_key_hashes_of(java_string_hashes_after(self._topic_prefix_hashes(topics, owner_arr), strings))
         with self._write_lock:
             f = self._last_writable_file()
-            floor = f.end_phy_offset
-            for topic, offset, store_ts, sys_flag, uniq_key, key_field in records:
-                # Offsets only grow within a batch, so the "already indexed" test of
-                # build_index needs the end offset as it was when the batch began.
-                if offset < floor or sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
-                    continue
-                if uniq_key is not None:
-                    keys.append(f"{topic}#{uniq_key}")
-                    phys.append(offset)
-                    times.append(store_ts)
-                if key_field:
-                    for token in key_field.split(KEY_SEPARATOR):
-                        if token:
-                            keys.append(f"{topic}#{token}")
-                            phys.append(offset)
-                            times.append(store_ts)
-            if not keys:
-                return
-            hashes = index_key_hashes(keys)
-            phy_arr = np.array(phys, dtype=np.int64)
-            time_arr = np.array(times, dtype=np.int64)
+            # Offsets only grow within a batch, so the "already indexed" test of build_index
+            # needs the end offset as it was when the batch began.
+            skip = (phy_arr < f.end_phy_offset) | ((flag_arr & TRANSACTION_MASK) == TRANSACTION_ROLLBACK_TYPE)
+            if bool(skip.any()):
+                order = order[~skip[owner_arr[order]]]
+                if len(order) == 0:
+                    return
+            owner_arr = owner_arr[order]
+            hashes = hashes[order]
+            key_phys = phy_arr[owner_arr]
+            key_times = np.asarray(store_timestamps, dtype=np.int64)[owner_arr]
             done = 0
-            while done < len(keys):
-                n = f.put_keys(hashes[done:], phy_arr[done:], time_arr[done:])
-                done += n
-                if done < len(keys):
+            total = len(hashes)
+            while done < total:
+                done += f.put_keys(hashes[done:], key_phys[done:], key_times[done:])
+                if done < total:
                     f = self._last_writable_file()
+
+    def _topic_prefix_hashes(self, topics: Sequence[str], owners: np.ndarray) -> np.ndarray:
+        """``String.hashCode`` of ``topic#`` for the record of each key (uint64)."""
+        cache = self._prefix_hashes
+        first = topics[0]
+        if topics.count(first) == len(topics):  # the usual batch: one topic
+            h = cache.get(first)
+            if h is None:
+                h = cache[first] = java_string_hash(first + "#") & 0xFFFFFFFF
+            return np.full(len(owners), h, dtype=np.uint64)
+        per_record = []
+        for t in topics:
+            h = cache.get(t)
+            if h is None:
+                h = java_string_hash(t + "#") & 0xFFFFFFFF
+                if len(cache) < 4096:
+                    cache[t] = h
+            per_record.append(h)
+        return np.asarray(per_record, dtype=np.uint64)[owners]
 
     def _last_writable_file(self) -> IndexFile:
         """The last file, or a new one when there is none or it is full (``getAndCreateLastIndexFile``)."""

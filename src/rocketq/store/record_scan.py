@@ -1,0 +1,220 @@
+"""Walking a run of commit-log records: RocketMQ's ``checkMessageAndReturnSize`` for many records at once.
+
+Recovery (with the body CRC, store-format §11.2, §11.4) and dispatch of
+records read back from the file (without it, §10) walk the same way:
+
+1. follow the chain of TOTALSIZE fields from a start position, in Python (the
+   only part that must go record by record): each step reads TOTALSIZE and
+   MAGICCODE; a BLANK, a bad magic code or a length that runs past the data
+   ends the walk;
+2. check every record found with numpy, fields gathered from the mapping for
+   all of them at once (§3.11): the length fields must fit the record and add
+   up to TOTALSIZE;
+3. with ``check_crc``, compare body CRCs (``zlib.crc32`` over views of the
+   mapping) up to the first record that failed step 2.
+
+The result (:class:`RecordRun`) holds the valid records column by column, where
+the walk stopped and why. :func:`pick_dispatch_properties` takes ``TAGS``,
+``KEYS``, ``UNIQ_KEY`` and ``DELAY`` out of a record's property bytes with one
+regular-expression call, by the rules of ``string2messageProperties``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from rocketq.common.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, record_length
+from rocketq.common.message import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+
+_HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
+MIN_RECORD = record_length(0, 0, 0, 0)
+# The first 40 bytes of every record: TOTALSIZE … SYSFLAG.
+_FIXED = np.dtype([("total", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("queue_id", ">i4"), ("flag", ">i4"),
+                   ("queue_offset", ">i8"), ("phys", ">i8"), ("sys_flag", ">i4")])  # fmt: skip
+_R40 = np.arange(40, dtype=np.int64)
+_R8 = np.arange(8, dtype=np.int64)
+_R4 = np.arange(4, dtype=np.int64)
+_R2 = np.arange(2, dtype=np.int64)
+_V4_HEADER = 88  # fixed header up to and including BODYLENGTH with both hosts IPv4; each IPv6 host adds 12
+
+
+@dataclass(slots=True)
+class RecordRun:
+    """The records a walk found valid (int64 columns, positions relative to the file) and where it stopped.
+
+    ``end`` is the position after the last record walked over: the next record,
+    a BLANK, the first bad record, or the limit. ``blank`` says a BLANK record
+    ends the file's data there; ``reason`` says what was wrong with the record
+    at ``end`` (empty when the walk simply ran out of data or records).
+    ``skipped`` counts records walked over without being valid (dispatch only).
+    """
+
+    pos: np.ndarray
+    size: np.ndarray
+    queue_id: np.ndarray
+    queue_offset: np.ndarray
+    phys: np.ndarray
+    sys_flag: np.ndarray
+    store_timestamp: np.ndarray
+    prepared_offset: np.ndarray
+    topic_pos: np.ndarray
+    topic_len: np.ndarray
+    props_pos: np.ndarray
+    props_len: np.ndarray
+    end: int
+    blank: bool = False
+    reason: str = ""
+    skipped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+    def select(self, index: np.ndarray | slice) -> RecordRun:
+        """The records at *index* (the same walk end)."""
+        return RecordRun(
+            self.pos[index], self.size[index], self.queue_id[index], self.queue_offset[index], self.phys[index],
+            self.sys_flag[index], self.store_timestamp[index], self.prepared_offset[index], self.topic_pos[index],
+            self.topic_len[index], self.props_pos[index], self.props_len[index], self.end, self.blank, self.reason,
+            self.skipped,
+        )  # fmt: skip
+
+
+def _gather(u8: np.ndarray, at: np.ndarray, width: np.ndarray, dtype: str) -> np.ndarray:
+    """The big-endian integers of *dtype* at positions *at* of *u8*, as int64 (one numpy gather).
+
+    Positions past the end are clipped: what they read is garbage that the length checks reject.
+    """
+    at = np.minimum(at, len(u8) - len(width))
+    return u8[at[:, None] + width].view(dtype).reshape(len(at)).astype(np.int64)
+
+
+def walk_records(mm: mmap.mmap, start: int, limit: int, *, check_crc: bool, max_records: int,
+                 skip_invalid: bool = False, base: int = 0) -> RecordRun:  # fmt: skip
+    """Walk the records of *mm* from *start* while they lie before *limit* (see the module docstring).
+
+    At most *max_records* records are walked. Recovery stops at the first record
+    that fails a check; dispatch (*skip_invalid*, no CRC) walks over a record
+    whose length fields disagree with its TOTALSIZE and leaves it out, as
+    RocketMQ's reput does. *base* (the file's commit-log offset) only goes into
+    messages.
+    """
+    head = _HEAD.unpack_from
+    v1, v2, blank_magic = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE
+    positions: list[int] = []
+    append = positions.append
+    pos = start
+    blank = False
+    reason = ""
+    left = max_records
+    while left > 0 and pos + 8 <= limit:
+        total, magic = head(mm, pos)
+        if magic in (v1, v2):
+            if total < MIN_RECORD or pos + total > limit:
+                reason = f"record length {total} at offset {base + pos} runs past the data"
+                break
+            append(pos)
+            pos += total
+            left -= 1
+            continue
+        if magic == blank_magic:
+            blank = True
+        elif total or magic:
+            reason = f"bad magic code 0x{magic & 0xFFFFFFFF:08X} at offset {base + pos}"
+        break
+    p = np.asarray(positions, dtype=np.int64)
+    u8 = np.frombuffer(mm, dtype=np.uint8)
+    try:
+        return _check(u8, mm, p, pos, blank, reason, check_crc=check_crc and not skip_invalid,
+                      skip_invalid=skip_invalid, base=base)  # fmt: skip
+    finally:
+        del u8
+
+
+def _check(u8: np.ndarray, mm: mmap.mmap, p: np.ndarray, end: int, blank: bool, reason: str, *, check_crc: bool,
+           skip_invalid: bool, base: int) -> RecordRun:  # fmt: skip
+    """Steps 2 and 3 of the walk over the records at positions *p*."""
+    n = len(p)
+    fixed = u8[p[:, None] + _R40].view(_FIXED).reshape(n)  # p + 40 <= p + TOTALSIZE: always inside
+    total = fixed["total"].astype(np.int64)
+    sys_flag = fixed["sys_flag"].astype(np.int64)
+    born6 = (sys_flag & BORNHOST_V6_FLAG) != 0
+    hs = _V4_HEADER + 12 * born6 + 12 * ((sys_flag & STOREHOSTADDRESS_V6_FLAG) != 0)
+    rec_end = p + total
+    store_ts = _gather(u8, p + 56 + 12 * born6, _R8, ">i8")
+    prepared = _gather(u8, p + hs - 12, _R8, ">i8")
+    body_len = _gather(u8, p + hs - 4, _R4, ">i4")
+    v2 = fixed["magic"] == MESSAGE_MAGIC_CODE_V2
+    tsz = 1 + v2
+    # BODYLENGTH <= 0 means no body; then TOPICLENGTH (a signed byte, or i16 in v2), then PROPERTIESLENGTH (i16).
+    tpos = p + hs + np.maximum(body_len, 0)
+    body_fits = tpos + tsz <= rec_end
+    t1 = _gather(u8, tpos, _R2, ">i2")  # the byte at tpos and the one after it
+    topic_len = np.where(v2, t1, t1 >> 8)  # v1: the signed high byte
+    ppos = tpos + tsz + np.maximum(topic_len, 0)
+    props_len = _gather(u8, ppos, _R2, ">i2")
+    lengths_ok = body_fits & (ppos + 2 <= rec_end) & (ppos + 2 + np.maximum(props_len, 0) == rec_end)
+    skipped = 0
+    bad = n
+    if not bool(lengths_ok.all()):
+        if skip_invalid:
+            skipped = n - int(np.count_nonzero(lengths_ok))
+        else:
+            bad = int(np.argmin(lengths_ok))
+    crc_failed = False
+    if check_crc:
+        # Java checks the body CRC before it reads the topic and the properties.
+        upto = bad + 1 if bad < n and bool(body_fits[bad]) else bad
+        crc_bad = _first_crc_mismatch(mm, (p + hs)[:upto], body_len[:upto], fixed["body_crc"][:upto])
+        if crc_bad < upto:
+            bad = crc_bad
+            crc_failed = True
+    if bad < n:
+        at = base + int(p[bad])
+        if crc_failed:
+            reason = f"body CRC mismatch at offset {at}"
+        elif not bool(body_fits[bad]):
+            reason = f"body length {int(body_len[bad])} at offset {at} does not fit the record"
+        else:
+            reason = f"length fields of the record at offset {at} disagree with TOTALSIZE"
+        end = int(p[bad])
+        blank = False
+        sel: np.ndarray | slice = slice(0, bad)
+    elif skipped:
+        sel = np.flatnonzero(lengths_ok)
+    else:
+        sel = slice(None)
+    return RecordRun(
+        p[sel], total[sel], fixed["queue_id"].astype(np.int64)[sel], fixed["queue_offset"].astype(np.int64)[sel],
+        fixed["phys"].astype(np.int64)[sel], sys_flag[sel], store_ts[sel], prepared[sel], (tpos + tsz)[sel],
+        topic_len[sel], (ppos + 2)[sel], np.maximum(props_len, 0)[sel], end, blank, reason, skipped,
+    )  # fmt: skip
+
+
+def _first_crc_mismatch(mm: mmap.mmap, body_pos: np.ndarray, body_len: np.ndarray, body_crc: np.ndarray) -> int:
+    """Index of the first record whose body CRC is wrong, or len when there is none."""
+    crc32 = zlib.crc32
+    with memoryview(mm) as view:
+        for i, (a, n, c) in enumerate(zip(body_pos.tolist(), body_len.tolist(), body_crc.tolist(), strict=True)):
+            if n > 0 and crc32(view[a : a + n]) & 0x7FFFFFFF != c:
+                return i
+    return len(body_pos)
+
+
+# A property segment "name\x01value" (non-empty value) at the start of the string or after a \x02.
+_DISPATCH_PROPERTIES = re.compile(rb"(?<![^\x02])(TAGS|KEYS|UNIQ_KEY|DELAY)\x01([^\x02]+)")
+
+
+def pick_dispatch_properties(raw: bytes) -> dict[bytes, bytes]:
+    """``TAGS``, ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` of stored property bytes, as ``string2messageProperties``
+    reads them: a segment needs a non-empty value and a later segment wins.
+
+    Values stay bytes (decode with ``decode_utf8_java``): the separators are ASCII,
+    so decoding the whole string first and splitting after gives the same.
+    """
+    return dict(_DISPATCH_PROPERTIES.findall(raw))
