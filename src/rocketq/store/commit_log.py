@@ -18,6 +18,7 @@ appended also leaves a dispatch row (:mod:`rocketq.store.dispatch`) in
 
 from __future__ import annotations
 
+import mmap
 import struct
 import threading
 import time
@@ -58,7 +59,7 @@ from rocketq.common.message_id import create_offset_message_id
 from rocketq.store.dispatch import DispatchBatch, DispatchRequest, empty_properties
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
-from rocketq.store.record_scan import RecordRun, pick_dispatch_properties, walk_records
+from rocketq.store.record_scan import RecordRun, pick_dispatch_properties_of, same_topic, walk_records
 from rocketq.store.recovery import RecoveryDispatch, RecoveryReport, scan_commit_log
 from rocketq.store.store_config import MessageStoreConfig
 
@@ -417,13 +418,18 @@ class CommitLog:
         return info, req
 
     # --- dispatch from the file (reput of records not handed off, recovery) ------------------
-    def topics_of(self, mm: object, run: RecordRun) -> list[str]:
+    def topics_of(self, mm: mmap.mmap, run: RecordRun) -> list[str]:
         """The topic of each record of *run* (read from *mm*), decoded once per distinct topic."""
         names = self._topic_names
+        if same_topic(mm, run):
+            a, n = int(run.topic_pos[0]), int(run.topic_len[0])
+            raw = mm[a : a + n]
+            topic = names.get(raw) or decode_utf8_java(raw)
+            return [topic] * len(run)
         out: list[str] = []
         append = out.append
         for a, n in zip(run.topic_pos.tolist(), run.topic_len.tolist(), strict=True):
-            raw = mm[a : a + n]  # type: ignore[index]
+            raw = mm[a : a + n]
             topic = names.get(raw)
             if topic is None:
                 topic = decode_utf8_java(raw)
@@ -432,40 +438,32 @@ class CommitLog:
             append(topic)
         return out
 
-    def dispatch_batch_of(self, mm: object, run: RecordRun, topics: list[str], *,
+    def dispatch_batch_of(self, mm: mmap.mmap, run: RecordRun, topics: list[str], *,
                           full_properties: bool = True) -> DispatchBatch:  # fmt: skip
         """The dispatch columns of the records of *run*, read from *mm* (``checkMessageAndReturnSize``).
 
         ``TAGS``, ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` are picked out of the property
-        bytes; the whole property map (only a message-arrival listener reads it) is
-        parsed only when *full_properties*.
+        bytes of all records at once; the whole property map of each record (only a
+        message-arrival listener reads it) is parsed only when *full_properties*.
         """
-        tags_codes: list[int] = []
-        keys: list[str | None] = []
-        uniqs: list[str | None] = []
-        props_col: list[dict[str, str]] = []
-        empty = empty_properties()
-        tag_code = self._tag_code
+        n = len(run)
         store_ts = run.store_timestamp.tolist()
-        for topic, a, n, ts in zip(topics, run.props_pos.tolist(), run.props_len.tolist(), store_ts, strict=True):
-            raw = mm[a : a + n]  # type: ignore[index]
-            if full_properties:
-                props = string_to_properties(decode_utf8_java(raw)) if n else {}
-                tags, key, uniq, delay = (props.get(PROPERTY_TAGS), props.get(PROPERTY_KEYS),
-                                          props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                                          props.get(PROPERTY_DELAY_TIME_LEVEL))  # fmt: skip
-                props_col.append(props)
-            else:
-                picked = pick_dispatch_properties(raw) if n else {}
-                tags, key, uniq, delay = (None if v is None else decode_utf8_java(v) for v in (
-                    picked.get(b"TAGS"), picked.get(b"KEYS"), picked.get(b"UNIQ_KEY"), picked.get(b"DELAY")))
-                props_col.append(empty)
-            code = tag_code(tags) if tags else 0
-            if topic == SCHEDULE_TOPIC:
-                code = self._schedule_tags_code(delay, ts, code)
-            tags_codes.append(code)
-            keys.append(key)
-            uniqs.append(uniq)
+        if full_properties:
+            props_col = [string_to_properties(decode_utf8_java(mm[a : a + k])) if k else {}
+                         for a, k in zip(run.props_pos.tolist(), run.props_len.tolist(), strict=True)]  # fmt: skip
+            tags = [p.get(PROPERTY_TAGS) for p in props_col]
+            keys = [p.get(PROPERTY_KEYS) for p in props_col]
+            uniqs = [p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for p in props_col]
+            delays = [p.get(PROPERTY_DELAY_TIME_LEVEL) for p in props_col]
+        else:
+            tags, keys, uniqs, delays = pick_dispatch_properties_of(mm, run)
+            props_col = [empty_properties()] * n
+        codes = {t: self._tag_code(t) if t else 0 for t in set(tags)}
+        tags_codes = list(map(codes.__getitem__, tags))
+        if SCHEDULE_TOPIC in topics:
+            for i, topic in enumerate(topics):
+                if topic == SCHEDULE_TOPIC:
+                    tags_codes[i] = self._schedule_tags_code(delays[i], store_ts[i], tags_codes[i])
         return DispatchBatch(topics, run.queue_id.tolist(), run.phys, run.size, tags_codes, store_ts,
                              run.queue_offset, keys, uniqs, run.sys_flag, run.prepared_offset, props_col)  # fmt: skip
 

@@ -16,7 +16,9 @@ records read back from the file (without it, §10) walk the same way:
 The result (:class:`RecordRun`) holds the valid records column by column, where
 the walk stopped and why. :func:`pick_dispatch_properties` takes ``TAGS``,
 ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` out of a record's property bytes with one
-regular-expression call, by the rules of ``string2messageProperties``.
+regular-expression call, by the rules of ``string2messageProperties``;
+:func:`pick_dispatch_properties_of` does the same for all records of a walk
+with numpy.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rocketq.common.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, record_length
+from rocketq.common.javacompat import decode_utf8_java
 from rocketq.common.message import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
 
 _HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
@@ -197,17 +200,28 @@ def _check(u8: np.ndarray, mm: mmap.mmap, p: np.ndarray, end: int, blank: bool, 
 
 
 def _first_crc_mismatch(mm: mmap.mmap, body_pos: np.ndarray, body_len: np.ndarray, body_crc: np.ndarray) -> int:
-    """Index of the first record whose body CRC is wrong, or len when there is none."""
-    crc32 = zlib.crc32
+    """Index of the first record whose body CRC is wrong, or len when there is none.
+
+    The CRCs are computed by a chain of ``map`` calls (no bytecode per record) and
+    compared with numpy. An empty body has CRC 0 (``UtilAll.crc32``), which is also
+    what ``zlib.crc32`` gives for no bytes.
+    """
+    n = len(body_pos)
+    if n == 0:
+        return 0
+    starts = body_pos.tolist()
+    ends = (body_pos + np.maximum(body_len, 0)).tolist()
     with memoryview(mm) as view:
-        for i, (a, n, c) in enumerate(zip(body_pos.tolist(), body_len.tolist(), body_crc.tolist(), strict=True)):
-            if n > 0 and crc32(view[a : a + n]) & 0x7FFFFFFF != c:
-                return i
-    return len(body_pos)
+        crcs = np.fromiter(map(zlib.crc32, map(view.__getitem__, map(slice, starts, ends))), dtype=np.int64, count=n)
+    bad = (crcs & 0x7FFFFFFF) != body_crc
+    return int(np.argmax(bad)) if bool(bad.any()) else n
 
 
 # A property segment "name\x01value" (non-empty value) at the start of the string or after a \x02.
 _DISPATCH_PROPERTIES = re.compile(rb"(?<![^\x02])(TAGS|KEYS|UNIQ_KEY|DELAY)\x01([^\x02]+)")
+_DISPATCH_NAMES = (b"TAGS\x01", b"KEYS\x01", b"UNIQ_KEY\x01", b"DELAY\x01")
+_NAME_BYTES = [np.frombuffer(name, dtype=np.uint8) for name in _DISPATCH_NAMES]
+_NAME_WIDTH = max(map(len, _DISPATCH_NAMES))
 
 
 def pick_dispatch_properties(raw: bytes) -> dict[bytes, bytes]:
@@ -218,3 +232,70 @@ def pick_dispatch_properties(raw: bytes) -> dict[bytes, bytes]:
     so decoding the whole string first and splitting after gives the same.
     """
     return dict(_DISPATCH_PROPERTIES.findall(raw))
+
+
+DispatchProperties = tuple[list[str | None], list[str | None], list[str | None], list[str | None]]
+
+
+def pick_dispatch_properties_of(mm: mmap.mmap, run: RecordRun) -> DispatchProperties:
+    """``TAGS``, ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` (lists, None where absent) of the records of *run*.
+
+    By the rules of :func:`pick_dispatch_properties`, for all records at once: the
+    property strings are joined (each segment then follows a \x02, each record
+    ends at a \x00), segment starts and value ends are found with numpy, and only
+    the values wanted become strings. When the text is not ASCII, or a \x00 inside
+    a property string would blur the records, record by record.
+    """
+    n = len(run)
+    starts = run.props_pos.tolist()
+    raws = list(map(mm.__getitem__, map(slice, starts, (run.props_pos + run.props_len).tolist())))
+    joined = b"\x00\x02".join(raws)
+    if not joined.isascii() or joined.count(0) != n - 1:
+        return _pick_each(raws)
+    blob = b"\x02" + joined + b"\x00" * _NAME_WIDTH  # the padding keeps every gather below inside
+    text = blob.decode("ascii")
+    b = np.frombuffer(blob, dtype=np.uint8)
+    record_ends = np.flatnonzero(b == 0)
+    segments = np.flatnonzero(b == 2) + 1
+    stops = np.flatnonzero((b == 2) | (b == 0))  # where a value ends
+    heads = b[segments[:, None] + np.arange(_NAME_WIDTH, dtype=np.int64)]
+    columns: list[list[str | None]] = []
+    for name, name_bytes in zip(_DISPATCH_NAMES, _NAME_BYTES, strict=True):
+        width = len(name)
+        hit = np.flatnonzero((heads[:, :width] == name_bytes).all(axis=1))
+        value_start = segments[hit] + width
+        value_end = stops[np.searchsorted(stops, value_start)]
+        keep = value_end > value_start  # an empty value drops the segment
+        records = np.searchsorted(record_ends, segments[hit][keep])
+        value_start, value_end = value_start[keep], value_end[keep]
+        last = np.ones(len(records), dtype=bool)  # a later segment of the same name wins
+        last[:-1] = records[1:] != records[:-1]
+        values = list(map(text.__getitem__, map(slice, value_start[last].tolist(), value_end[last].tolist())))
+        column = np.full(n, None, dtype=object)
+        column[records[last]] = values
+        columns.append(column.tolist())
+    tags, keys, uniqs, delays = columns
+    return tags, keys, uniqs, delays
+
+
+def _pick_each(raws: list[bytes]) -> DispatchProperties:
+    """:func:`pick_dispatch_properties_of`, record by record."""
+    n = len(raws)
+    columns: dict[bytes, list[str | None]] = {name[:-1]: [None] * n for name in _DISPATCH_NAMES}
+    for i, raw in enumerate(raws):
+        for name, value in pick_dispatch_properties(raw).items():
+            columns[name][i] = decode_utf8_java(value)
+    return columns[b"TAGS"], columns[b"KEYS"], columns[b"UNIQ_KEY"], columns[b"DELAY"]
+
+
+def same_topic(mm: mmap.mmap, run: RecordRun) -> bool:
+    """Whether every record of *run* has the topic bytes of its first one (one numpy comparison)."""
+    width = int(run.topic_len[0])
+    if not bool((run.topic_len == width).all()):
+        return False
+    u8 = np.frombuffer(mm, dtype=np.uint8)
+    try:
+        topics = u8[run.topic_pos[:, None] + np.arange(width, dtype=np.int64)]
+    finally:
+        del u8
+    return bool((topics == topics[0]).all())
