@@ -9,6 +9,7 @@ reference: RocketMQ's own files (golden), the per-record path of the same code
 
 from __future__ import annotations
 
+import itertools
 import random
 import shutil
 from pathlib import Path
@@ -18,7 +19,12 @@ import numpy as np
 import pytest
 
 from conftest import copy_store
-from rocketq.common.javacompat import java_string_hash, java_string_hashes, java_string_hashes_after
+from rocketq.common.javacompat import (
+    java_hashes_of_ranges,
+    java_string_hash,
+    java_string_hashes,
+    java_string_hashes_after,
+)
 from rocketq.common.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, Message, string_to_properties
 from rocketq.store.consume_queue import CQ_DTYPE, ConsumeQueue
 from rocketq.store.dispatch import DispatchBatch
@@ -44,18 +50,20 @@ def index_contents(root: Path) -> list[bytes]:
     return [p.read_bytes() for p in sorted((root / "index").iterdir())]
 
 
-def fill(store: MessageStore, seed: int) -> int:
+def fill(store: MessageStore, seed: int, ascii_only: bool) -> int:
     """A mix of what dispatch must get right: single puts and batches over several topics and queues,
-    delayed and transactional records, keys with spaces and non-ASCII text, records without keys."""
+    delayed and transactional records, keys with spaces, records without keys, and (unless
+    *ascii_only*) non-ASCII text, which sends reading from the file down its record-by-record path."""
     rng = random.Random(seed)
     n = 0
+    other = ("T1", "k2") if ascii_only else ("T\u00e9", "\u4e2d\u6587")
     for i in range(240):
         topic = rng.choice(["DispA", "DispB", "DispA"])
         props: dict[str, str] = {}
         if rng.random() < 0.8:
-            props["TAGS"] = rng.choice(["TagA", "TagB", "", "T\u00e9"])
+            props["TAGS"] = rng.choice(["TagA", "TagB", "", other[0]])
         if rng.random() < 0.8:
-            props["KEYS"] = rng.choice([f"k{i}", f"k{i} shared", f" spaced  k{i} ", "\u4e2d\u6587", ""])
+            props["KEYS"] = rng.choice([f"k{i}", f"k{i} shared", f" spaced  k{i} ", other[1], ""])
         if rng.random() < 0.3:
             batch = [Message(topic, rng.randbytes(rng.randrange(0, 300)), 0, dict(props)) for _ in range(5)]
             assert store.put_messages(batch, rng.randrange(4)).ok
@@ -73,11 +81,13 @@ def fill(store: MessageStore, seed: int) -> int:
     return n
 
 
-def test_hand_off_file_and_per_record_dispatch_build_identical_files(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ascii_only", [True, False], ids=["ascii", "non-ascii"])
+def test_hand_off_file_and_per_record_dispatch_build_identical_files(tmp_path: Path, ascii_only: bool) -> None:
     """The same records dispatched three ways: rows handed over at put time, records read back
-    from the commit log in batches, and one do_dispatch call per record."""
+    from the commit log in batches (keys hashed from the bytes when the text is ASCII), and one
+    do_dispatch call per record."""
     with MessageStore(small_config(tmp_path / "handoff")) as store:
-        fill(store, 1)
+        fill(store, 1, ascii_only)
         assert store.wait_dispatched()
     for name in ("file", "each"):
         shutil.copytree(tmp_path / "handoff", tmp_path / name)
@@ -91,7 +101,9 @@ def test_hand_off_file_and_per_record_dispatch_build_identical_files(tmp_path: P
             for req in batch.requests():
                 super().do_dispatch_batch(DispatchBatch.from_rows([req]))
 
-    with PerRecord(small_config(tmp_path / "each")):
+    each = PerRecord(small_config(tmp_path / "each"))
+    each.message_arriving_listener = lambda *_: None  # a listener reads whole requests: no hashed batches
+    with each:
         pass
     reference = tree_bytes(tmp_path / "each", "consumequeue")
     assert len(reference) > 8
@@ -161,7 +173,16 @@ def test_picking_properties_of_many_records_follows_string2messageProperties(tmp
 
 
 def test_vectorised_hashes_equal_string_hashcode() -> None:
+    """Strings (the matrix path, and the running sum when lengths differ widely), byte ranges of a
+    buffer (overlapping, empty, at its end), and a prefix's hash joined to a string's."""
     rng = random.Random(9)
+    for _ in range(200):
+        data = bytes(rng.randrange(32, 127) for _ in range(rng.randrange(1, 2000)))
+        starts = [rng.randrange(len(data)) for _ in range(rng.randrange(1, 30))]
+        ends = [min(len(data), a + rng.choice([0, 1, 9, 32, rng.randrange(1500)])) for a in starts]
+        got = java_hashes_of_ranges(np.frombuffer(data, dtype=np.uint8), np.array(starts), np.array(ends))
+        assert got.tolist() == [java_string_hash(data[a:b].decode()) & 0xFFFFFFFF
+                                for a, b in zip(starts, ends, strict=True)]  # fmt: skip
     for trial in range(200):
         alphabet = "abcXYZ019#_- " if trial % 2 else "ab\u00e9\U0001f600\ud800x"
         strings = ["".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 7, 32, rng.randrange(400)])))
@@ -187,7 +208,7 @@ def test_unit_blocks_equal_units_one_by_one_across_files_and_gaps(tmp_path: Path
         one.put_message_position_info(int(phys[i]), int(sizes[i]), int(tags[i]), int(qo[i]))
     blocks = ConsumeQueue("T", 0, tmp_path / "blocks", 600)
     cut = [0, 3, 40, 41, 100, len(offsets)]
-    for a, b in zip(cut, cut[1:], strict=False):
+    for a, b in itertools.pairwise(cut):
         lo = max(0, a - 2)  # overlap: the first units of each block are replays
         blocks.put_units(phys[lo:b], sizes[lo:b], tags[lo:b], qo[lo:b])
     assert tree_bytes(tmp_path, "one") == tree_bytes(tmp_path, "blocks")
@@ -197,3 +218,34 @@ def test_unit_blocks_equal_units_one_by_one_across_files_and_gaps(tmp_path: Path
     assert int(units["size"][0]) == 0x7FFFFFFF  # fillers before the first real unit
     one.close()
     blocks.close()
+
+
+def test_walking_with_hints_visits_exactly_what_walking_record_by_record_visits(tmp_path: Path) -> None:
+    """Hints from consume queues may be missing (prepared records), stale (pointing into a record),
+    duplicated or past the data; the walk still finds exactly the records, and the same stop."""
+    cfg = small_config(tmp_path / "s", mapped_file_size_commit_log=1 << 20)
+    with MessageStore(cfg) as store:
+        fill(store, 3, True)
+        assert store.wait_dispatched()
+        mf = store.commit_log.mapped_file_queue.files[0]
+        end = mf.read_position()
+        whole = walk_records(mf.mm, 0, len(mf.mm), check_crc=True, max_records=1 << 20)
+        body_len = whole.topic_pos - 1 - (whole.pos + 88)
+        victim = int(np.flatnonzero((body_len > 10) & (np.arange(len(whole)) > len(whole) * 2 // 3))[0])
+        mf.mm[int(whole.pos[victim]) + 95] ^= 0xFF  # spoil a body byte two thirds in
+        plain = walk_records(mf.mm, 0, len(mf.mm), check_crc=True, max_records=1 << 20)
+        assert len(plain) == victim
+        offsets = store._record_offsets_from(0)
+        noisy = np.sort(np.concatenate((offsets, offsets[:50] + 3, offsets[:10], [end, end + 100, 0])))
+        for hints in (offsets, noisy, offsets[::3], np.empty(0, dtype=np.int64)):
+            for chunk in (7, 1 << 20):
+                pos, seen = 0, []
+                while True:
+                    run = walk_records(mf.mm, pos, len(mf.mm), check_crc=True, max_records=chunk, hints=hints)
+                    seen.append(run.pos)
+                    pos = run.end
+                    if run.reason or run.blank or len(run) < chunk:
+                        break
+                assert np.array_equal(np.concatenate(seen), plain.pos)
+                assert (run.end, run.reason) == (plain.end, plain.reason)
+        assert "CRC" in plain.reason and len(plain) > 100

@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from enum import Enum
 
+import numpy as np
+
 from rocketq.common.codec import (
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
@@ -39,7 +41,7 @@ from rocketq.common.codec import (
     read_size_and_magic,
     store_timestamp_pos,
 )
-from rocketq.common.javacompat import decode_utf8_java, hashmap_order, java_string_hash
+from rocketq.common.javacompat import decode_utf8_java, hashmap_order, java_hashes_of_ranges, java_string_hash
 from rocketq.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -59,7 +61,15 @@ from rocketq.common.message_id import create_offset_message_id
 from rocketq.store.dispatch import DispatchBatch, DispatchRequest, empty_properties
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
-from rocketq.store.record_scan import RecordRun, pick_dispatch_properties_of, same_topic, walk_records
+from rocketq.store.record_scan import (
+    PropertyValues,
+    RecordRun,
+    find_dispatch_properties,
+    pick_dispatch_properties_of_raws,
+    same_topic,
+    split_key_tokens,
+    walk_records,
+)
 from rocketq.store.recovery import RecoveryDispatch, RecoveryReport, scan_commit_log
 from rocketq.store.store_config import MessageStoreConfig
 
@@ -442,9 +452,12 @@ class CommitLog:
                           full_properties: bool = True) -> DispatchBatch:  # fmt: skip
         """The dispatch columns of the records of *run*, read from *mm* (``checkMessageAndReturnSize``).
 
-        ``TAGS``, ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` are picked out of the property
-        bytes of all records at once; the whole property map of each record (only a
-        message-arrival listener reads it) is parsed only when *full_properties*.
+        With *full_properties* every record's property map is parsed (a message-arrival
+        listener or a per-record dispatcher reads the requests). Otherwise ``TAGS``,
+        ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` are found in the property bytes of all
+        records at once and, for ASCII text, the tag codes and the index keys are
+        hashed straight from those bytes: the batch carries ``index_keys`` and its
+        ``keys`` and ``uniq_key`` columns stay empty.
         """
         n = len(run)
         store_ts = run.store_timestamp.tolist()
@@ -456,8 +469,11 @@ class CommitLog:
             uniqs = [p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for p in props_col]
             delays = [p.get(PROPERTY_DELAY_TIME_LEVEL) for p in props_col]
         else:
-            tags, keys, uniqs, delays = pick_dispatch_properties_of(mm, run)
             props_col = [empty_properties()] * n
+            found = find_dispatch_properties(mm, run)
+            if isinstance(found, PropertyValues):
+                return self._hashed_batch(run, topics, store_ts, found)
+            tags, keys, uniqs, delays = pick_dispatch_properties_of_raws(found)
         codes = {t: self._tag_code(t) if t else 0 for t in set(tags)}
         tags_codes = list(map(codes.__getitem__, tags))
         if SCHEDULE_TOPIC in topics:
@@ -466,6 +482,32 @@ class CommitLog:
                     tags_codes[i] = self._schedule_tags_code(delays[i], store_ts[i], tags_codes[i])
         return DispatchBatch(topics, run.queue_id.tolist(), run.phys, run.size, tags_codes, store_ts,
                              run.queue_offset, keys, uniqs, run.sys_flag, run.prepared_offset, props_col)  # fmt: skip
+
+    def _hashed_batch(self, run: RecordRun, topics: list[str], store_ts: list[int],
+                      found: PropertyValues) -> DispatchBatch:  # fmt: skip
+        """:meth:`dispatch_batch_of` for ASCII property text: tag codes and index keys hashed from the bytes."""
+        n = len(run)
+        data = found.data
+        records, starts, ends = found.values["TAGS"]
+        tags_codes = np.zeros(n, dtype=np.int64)
+        codes = java_hashes_of_ranges(data, starts, ends).astype(np.int64)
+        tags_codes[records] = np.where(codes >= 1 << 31, codes - (1 << 32), codes)  # String.hashCode is signed
+        if SCHEDULE_TOPIC in topics:
+            delays = found.strings("DELAY")
+            for i, topic in enumerate(topics):
+                if topic == SCHEDULE_TOPIC:
+                    tags_codes[i] = self._schedule_tags_code(delays[i], store_ts[i], int(tags_codes[i]))
+        uniq_records, uniq_starts, uniq_ends = found.values["UNIQ_KEY"]
+        key_records, key_starts, key_ends = split_key_tokens(found, *found.values["KEYS"])
+        # Hashed apart: UNIQ_KEYs all have one length, tokens have their own.
+        hashes = np.concatenate((java_hashes_of_ranges(data, uniq_starts, uniq_ends),
+                                 java_hashes_of_ranges(data, key_starts, key_ends)))  # fmt: skip
+        index_keys = (np.concatenate((uniq_records, key_records)), hashes,
+                      np.concatenate((uniq_ends - uniq_starts, key_ends - key_starts)))  # fmt: skip
+        nothing: list[str | None] = [None] * n
+        return DispatchBatch(topics, run.queue_id.tolist(), run.phys, run.size, tags_codes, store_ts,
+                             run.queue_offset, nothing, nothing, run.sys_flag, run.prepared_offset,
+                             [empty_properties()] * n, index_keys=index_keys)  # fmt: skip
 
     def read_dispatch_batch(self, offset: int, stop: int, max_records: int, *,
                             full_properties: bool) -> tuple[DispatchBatch | None, int]:  # fmt: skip
@@ -521,24 +563,31 @@ class CommitLog:
 
     # --- recovery ------------------------------------------------------------------------
     def _recover_from(self, index: int, check_crc: bool, dispatch: RecoveryDispatch | None,
-                      progress: Callable[[int], None] | None = None,
-                      report: RecoveryReport | None = None) -> int:  # fmt: skip
-        """Scan from file *index* (CRC checked); return the end of valid data (see :mod:`.recovery`)."""
+                      progress: Callable[[int], None] | None = None, report: RecoveryReport | None = None,
+                      record_offsets: Callable[[int], np.ndarray] | None = None) -> int:  # fmt: skip
+        """Scan from file *index* (CRC checked); return the end of valid data (see :mod:`.recovery`).
+
+        *record_offsets* (from the consume queues, see ``MessageStore``) gives, for a
+        start offset, the sorted offsets of the records known from there on: hints
+        that let the scan follow runs of records with numpy.
+        """
+        start = self.mapped_file_queue.files[index].file_from_offset
         if report is not None:
-            report.scan_start_offset = self.mapped_file_queue.files[index].file_from_offset
-        return scan_commit_log(self, index, check_crc, dispatch, progress, report)
+            report.scan_start_offset = start
+        hints = record_offsets(start) if record_offsets is not None else None
+        return scan_commit_log(self, index, check_crc, dispatch, progress, report, hints)
 
     def recover_normally(self, max_phy_offset_of_cq: int, truncate_cq: Callable[[int], None],
                          destroy_cq: Callable[[], None],
-                         progress: Callable[[int], None] | None = None,
-                         report: RecoveryReport | None = None) -> int:  # fmt: skip
+                         progress: Callable[[int], None] | None = None, report: RecoveryReport | None = None,
+                         record_offsets: Callable[[int], np.ndarray] | None = None) -> int:  # fmt: skip
         files = self.mapped_file_queue.files
         if not files:
             self.mapped_file_queue.set_flushed_and_committed(0)
             destroy_cq()
             return 0
         index = max(0, len(files) - 3)
-        end = self._recover_from(index, self.config.check_crc_on_recover, None, progress, report)
+        end = self._recover_from(index, self.config.check_crc_on_recover, None, progress, report, record_offsets)
         self._truncate_to(end, report)
         if max_phy_offset_of_cq >= end:
             truncate_cq(end)
@@ -563,15 +612,16 @@ class CommitLog:
     def recover_abnormally(self, max_phy_offset_of_cq: int, min_timestamp: int,
                            dispatch: RecoveryDispatch,
                            truncate_cq: Callable[[int], None], destroy_cq: Callable[[], None],
-                           progress: Callable[[int], None] | None = None,
-                           report: RecoveryReport | None = None) -> int:  # fmt: skip
+                           progress: Callable[[int], None] | None = None, report: RecoveryReport | None = None,
+                           record_offsets: Callable[[int], np.ndarray] | None = None) -> int:  # fmt: skip
         files = self.mapped_file_queue.files
         if not files:
             self.mapped_file_queue.set_flushed_and_committed(0)
             destroy_cq()
             return 0
         index = self.abnormal_recovery_start(min_timestamp)
-        end = self._recover_from(index, self.config.check_crc_on_recover, dispatch, progress, report)
+        end = self._recover_from(index, self.config.check_crc_on_recover, dispatch, progress, report,
+                                 record_offsets)  # fmt: skip
         self._truncate_to(end, report)
         if max_phy_offset_of_cq >= end:
             truncate_cq(end)

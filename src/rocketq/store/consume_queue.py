@@ -106,6 +106,21 @@ class ConsumeQueue:
         else:
             self.min_logic_offset = first.file_from_offset + len(units) * CQ_STORE_UNIT_SIZE
 
+    def record_offsets_from(self, phy_offset: int) -> np.ndarray:
+        """Commit-log offsets (int64, in order) of the units from the first pointing at or past *phy_offset*."""
+        parts = []
+        for mf in reversed(self.queue.files):
+            end = mf.read_position() - mf.read_position() % CQ_STORE_UNIT_SIZE
+            if end <= 0:
+                continue
+            phys = np.frombuffer(mf.mm[:end], dtype=CQ_DTYPE)["phys"].astype(np.int64)
+            parts.append(phys[phys >= phy_offset])
+            if int(phys[0]) < phy_offset:
+                break  # earlier files point further back still
+        if not parts:
+            return np.empty(0, dtype=np.int64)
+        return np.concatenate(parts[::-1])
+
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         """Drop every unit that points at or beyond *phy_offset* (§11.5)."""
         self.max_physic_offset = -1

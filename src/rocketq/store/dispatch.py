@@ -51,9 +51,16 @@ _EMPTY_PROPS: dict[str, str] = {}
 
 
 class DispatchBatch:
-    """Records in commit-log order, one sequence per field of :class:`DispatchRequest`."""
+    """Records in commit-log order, one sequence per field of :class:`DispatchRequest`.
 
-    __slots__ = DispatchRequest._fields
+    ``index_keys``, when set, gives the records' index key values already hashed
+    (record numbers, ``String.hashCode`` and length of each ``UNIQ_KEY`` and ``KEYS``
+    token, see :meth:`IndexService.build_index_hashed`); the ``keys`` and
+    ``uniq_key`` columns are then left None. Records read back from the file for
+    the consume queues and the index alone come so, without a string per key.
+    """
+
+    __slots__ = (*DispatchRequest._fields, "index_keys")
 
     topic: Sequence[str]
     queue_id: Sequence[int]
@@ -68,9 +75,11 @@ class DispatchBatch:
     prepared_transaction_offset: Sequence[int]
     properties: Sequence[dict[str, str]]
 
-    def __init__(self, *columns: Sequence[object]) -> None:
+    def __init__(self, *columns: Sequence[object],
+                 index_keys: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
         for name, column in zip(DispatchRequest._fields, columns, strict=True):
             setattr(self, name, column)
+        self.index_keys = index_keys
 
     @classmethod
     def from_rows(cls, rows: Sequence[tuple[object, ...]]) -> DispatchBatch:
@@ -84,6 +93,8 @@ class DispatchBatch:
 
     def requests(self) -> Iterator[DispatchRequest]:
         """The records one by one, with plain Python values (for per-record hooks)."""
+        if self.index_keys is not None:
+            raise ValueError("the keys of this batch were hashed: read it with full properties for requests")
         columns = [getattr(self, name) for name in DispatchRequest._fields]
         columns = [c.tolist() if isinstance(c, np.ndarray) else c for c in columns]
         for row in zip(*columns, strict=True):

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from rocketq.common.errors import StoreError
-from rocketq.common.javacompat import java_string_hash, java_string_hashes_after
+from rocketq.common.javacompat import java_hashes_after, java_hashes_and_lengths, java_string_hash
 from rocketq.common.message import KEY_SEPARATOR, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
 from rocketq.store.index_file import IndexFile, index_file_size, index_key_hash, index_key_hashes_of
 
@@ -167,21 +167,16 @@ class IndexService:
                           sys_flags: Sequence[int], uniq_keys: Sequence[str | None],
                           keys: Sequence[str | None]) -> None:  # fmt: skip
         """Index many dispatched records, given column by column in commit-log order, with the
-        rules of :meth:`build_index`.
+        rules of :meth:`build_index` (the files end up byte for byte as with one call per record).
 
-        The keys of all records are hashed together (``topic#`` hashed once per topic,
-        see :func:`java_string_hashes_after`) and written a file at a time
-        (:meth:`IndexFile.put_keys`); the files end up byte for byte as with one
-        :meth:`build_index` call per record.
+        The keys are hashed together (:func:`java_hashes_and_lengths`) and handed to
+        :meth:`build_index_hashed`.
         """
-        if self.read_only:
-            raise StoreError("store is open read-only")
         n = len(phys)
         if n == 0:
             return
-        # The keys, UNIQ_KEYs first then KEYS tokens, each with the number of its record; the
-        # order build_index adds them in (per record: UNIQ_KEY, then the tokens) is applied after
-        # hashing, to numpy arrays. The common cases (every record has both) stay in C.
+        # UNIQ_KEYs first then KEYS tokens, each with the number of its record (build_index_hashed
+        # puts them in build_index's order). The common cases (every record has both) stay in C.
         if None in uniq_keys:
             uniq_owners = [i for i, u in enumerate(uniq_keys) if u is not None]
             strings = [uniq_keys[i] for i in uniq_owners]
@@ -206,31 +201,48 @@ class IndexService:
                         split_tokens.append(token)
             tokens = split_tokens
             token_owners = np.asarray(split_owners, dtype=np.int64)
-        strings += tokens
-        if not strings:
+        hashes, lengths = java_hashes_and_lengths(strings + tokens)
+        self.build_index_hashed(topics, phys, store_timestamps, sys_flags, np.concatenate((owners, token_owners)),
+                                hashes, lengths)  # fmt: skip
+
+    def build_index_hashed(self, topics: Sequence[str], phys: Sequence[int], store_timestamps: Sequence[int],
+                           sys_flags: Sequence[int], owners: np.ndarray, hashes: np.ndarray,
+                           lengths: np.ndarray) -> None:  # fmt: skip
+        """:meth:`build_index_batch` for keys given by hash: the key values of the records (their
+        ``UNIQ_KEY`` and ``KEYS`` tokens, without ``topic#``) as the number of the record each belongs
+        to (*owners*; for one record the ``UNIQ_KEY`` before its tokens, tokens in order), its
+        ``String.hashCode`` (*hashes*, unsigned) and ``String.length()`` (*lengths*).
+
+        ``topic#`` is hashed once per topic and joined to each value's hash
+        (:func:`java_hashes_after`); the keys go into the files a file at a time
+        (:meth:`IndexFile.put_keys`) in the order :meth:`build_index` adds them.
+        """
+        if self.read_only:
+            raise StoreError("store is open read-only")
+        if len(owners) == 0:
             return
-        owner_arr = np.concatenate((owners, token_owners))
-        order = np.argsort(owner_arr, kind="stable")  # by record; UNIQ_KEY first, tokens in order
+        order = np.argsort(owners, kind="stable")  # by record; UNIQ_KEY first, tokens in order
         phy_arr = np.asarray(phys, dtype=np.int64)
         flag_arr = np.asarray(sys_flags, dtype=np.int64)
-        hashes = index_key_hashes_of(java_string_hashes_after(self._topic_prefix_hashes(topics, owner_arr), strings))
+        key_hashes = index_key_hashes_of(java_hashes_after(self._topic_prefix_hashes(topics, owners), hashes,
+                                                           lengths))  # fmt: skip
         with self._write_lock:
             f = self._last_writable_file()
             # Offsets only grow within a batch, so the "already indexed" test of build_index
             # needs the end offset as it was when the batch began.
             skip = (phy_arr < f.end_phy_offset) | ((flag_arr & TRANSACTION_MASK) == TRANSACTION_ROLLBACK_TYPE)
             if bool(skip.any()):
-                order = order[~skip[owner_arr[order]]]
+                order = order[~skip[owners[order]]]
                 if len(order) == 0:
                     return
-            owner_arr = owner_arr[order]
-            hashes = hashes[order]
-            key_phys = phy_arr[owner_arr]
-            key_times = np.asarray(store_timestamps, dtype=np.int64)[owner_arr]
+            owners = owners[order]
+            key_hashes = key_hashes[order]
+            key_phys = phy_arr[owners]
+            key_times = np.asarray(store_timestamps, dtype=np.int64)[owners]
             done = 0
-            total = len(hashes)
+            total = len(key_hashes)
             while done < total:
-                done += f.put_keys(hashes[done:], key_phys[done:], key_times[done:])
+                done += f.put_keys(key_hashes[done:], key_phys[done:], key_times[done:])
                 if done < total:
                     f = self._last_writable_file()
 

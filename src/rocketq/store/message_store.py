@@ -411,17 +411,27 @@ class MessageStore:
         if self.last_exit_ok:
             report.mode = "normal"
             end = self.commit_log.recover_normally(max_phy_of_cq, self._truncate_dirty_logic_files,
-                                                   self._destroy_logics, progress, report)  # fmt: skip
+                                                   self._destroy_logics, progress, report,
+                                                   self._record_offsets_from)  # fmt: skip
         else:
             report.mode = "abnormal"
             min_ts = self.abnormal_recovery_min_timestamp()
             end = self.commit_log.recover_abnormally(max_phy_of_cq, min_ts, self._recovery_dispatch(),
                                                      self._truncate_dirty_logic_files, self._destroy_logics,
-                                                     progress, report)  # fmt: skip
+                                                     progress, report, self._record_offsets_from)  # fmt: skip
         self.recovered_offset = end
         report.recovered_offset = end
         self._recover_topic_queue_table()
         report.seconds += time.perf_counter() - started
+
+    def _record_offsets_from(self, offset: int) -> np.ndarray:
+        """Sorted commit-log offsets, from *offset* on, of the records the consume queues point at: hints
+        for recovery's walk of the commit log (it checks every one it uses)."""
+        parts = [cq.record_offsets_from(offset) for cq in self.consume_queues()]
+        if not parts:
+            return np.empty(0, dtype=np.int64)
+        offsets = np.sort(np.concatenate(parts))
+        return offsets[np.concatenate(([True], offsets[1:] != offsets[:-1]))] if len(offsets) else offsets
 
     def abnormal_recovery_min_timestamp(self) -> int:
         """The checkpoint-derived store time abnormal recovery starts from (§6, §11.4)."""
@@ -438,7 +448,8 @@ class MessageStore:
             files = self.index_service.files
             index_end = files[-1].end_phy_offset if files else 0
         batch = self.do_dispatch_batch
-        if type(self).do_dispatch is not MessageStore.do_dispatch:
+        per_record = type(self).do_dispatch is not MessageStore.do_dispatch
+        if per_record:
             batch = self._dispatch_each  # a subclass that watches single records (the read-only CLI store)
         report = self.recovery_report
 
@@ -448,7 +459,8 @@ class MessageStore:
             batch(b)
             report.dispatch_seconds += time.perf_counter() - t0
 
-        return RecoveryDispatch(counting, ends, index_end, full_properties=self.message_arriving_listener is not None)
+        full = per_record or self.message_arriving_listener is not None  # they read whole requests
+        return RecoveryDispatch(counting, ends, index_end, full_properties=full)
 
     def _dispatch_each(self, batch: DispatchBatch) -> None:
         for req in batch.requests():
@@ -662,8 +674,13 @@ class MessageStore:
             if self.checkpoint is not None:
                 self.checkpoint.logics_msg_timestamp = int(batch.store_timestamp[last])
         if self.config.message_index_enable:
-            self.index_service.build_index_batch(batch.topic, batch.commit_log_offset, batch.store_timestamp,
-                                                 batch.sys_flag, batch.uniq_key, batch.keys)  # fmt: skip
+            index = self.index_service
+            if batch.index_keys is not None:
+                index.build_index_hashed(batch.topic, batch.commit_log_offset, batch.store_timestamp, batch.sys_flag,
+                                         *batch.index_keys)  # fmt: skip
+            else:
+                index.build_index_batch(batch.topic, batch.commit_log_offset, batch.store_timestamp, batch.sys_flag,
+                                        batch.uniq_key, batch.keys)  # fmt: skip
         listener = self.message_arriving_listener
         if listener is not None:
             for req in batch.requests():

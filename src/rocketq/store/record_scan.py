@@ -33,7 +33,7 @@ import numpy as np
 
 from rocketq.common.codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, record_length
 from rocketq.common.javacompat import decode_utf8_java
-from rocketq.common.message import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+from rocketq.common.message import BORNHOST_V6_FLAG, KEY_SEPARATOR, STOREHOSTADDRESS_V6_FLAG
 
 _HEAD = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 MIN_RECORD = record_length(0, 0, 0, 0)
@@ -98,7 +98,7 @@ def _gather(u8: np.ndarray, at: np.ndarray, width: np.ndarray, dtype: str) -> np
 
 
 def walk_records(mm: mmap.mmap, start: int, limit: int, *, check_crc: bool, max_records: int,
-                 skip_invalid: bool = False, base: int = 0) -> RecordRun:  # fmt: skip
+                 skip_invalid: bool = False, base: int = 0, hints: np.ndarray | None = None) -> RecordRun:  # fmt: skip
     """Walk the records of *mm* from *start* while they lie before *limit* (see the module docstring).
 
     At most *max_records* records are walked. Recovery stops at the first record
@@ -106,37 +106,86 @@ def walk_records(mm: mmap.mmap, start: int, limit: int, *, check_crc: bool, max_
     whose length fields disagree with its TOTALSIZE and leaves it out, as
     RocketMQ's reput does. *base* (the file's commit-log offset) only goes into
     messages.
+
+    *hints* (sorted positions in the file where records are thought to start, from
+    the consume queues) let runs of records be followed with numpy: where the walk
+    stands on a hint, the TOTALSIZE and MAGICCODE of the hints from there on are
+    read at once and taken while each record is sound and ends exactly where the
+    next hint begins, which is the chain a record-by-record walk follows; between
+    hints (records without a unit) it goes record by record.
     """
     head = _HEAD.unpack_from
     v1, v2, blank_magic = MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, BLANK_MAGIC_CODE
     positions: list[int] = []
     append = positions.append
+    runs: list[np.ndarray] = []  # stretches taken from the hints, in order between the single positions
     pos = start
     blank = False
     reason = ""
     left = max_records
-    while left > 0 and pos + 8 <= limit:
-        total, magic = head(mm, pos)
-        if magic in (v1, v2):
-            if total < MIN_RECORD or pos + total > limit:
-                reason = f"record length {total} at offset {base + pos} runs past the data"
-                break
-            append(pos)
-            pos += total
-            left -= 1
-            continue
-        if magic == blank_magic:
-            blank = True
-        elif total or magic:
-            reason = f"bad magic code 0x{magic & 0xFFFFFFFF:08X} at offset {base + pos}"
-        break
-    p = np.asarray(positions, dtype=np.int64)
     u8 = np.frombuffer(mm, dtype=np.uint8)
     try:
+        hint_at = 0
+        next_hint = -1
+        if hints is not None and len(hints):
+            hint_at = int(np.searchsorted(hints, pos))
+            next_hint = int(hints[hint_at]) if hint_at < len(hints) else -1
+        while left > 0 and pos + 8 <= limit:
+            if pos == next_hint:
+                assert hints is not None
+                taken, after = _follow_hints(u8, hints[hint_at : hint_at + left], limit)
+                if taken:
+                    if positions:
+                        runs.append(np.asarray(positions, dtype=np.int64))
+                        positions.clear()
+                    runs.append(hints[hint_at : hint_at + taken])
+                    left -= taken
+                    pos = after
+                    hint_at = int(np.searchsorted(hints, pos))
+                    next_hint = int(hints[hint_at]) if hint_at < len(hints) else -1
+                    continue
+            elif 0 <= next_hint < pos:
+                assert hints is not None
+                hint_at = int(np.searchsorted(hints, pos))
+                next_hint = int(hints[hint_at]) if hint_at < len(hints) else -1
+            total, magic = head(mm, pos)
+            if magic in (v1, v2):
+                if total < MIN_RECORD or pos + total > limit:
+                    reason = f"record length {total} at offset {base + pos} runs past the data"
+                    break
+                append(pos)
+                pos += total
+                left -= 1
+                continue
+            if magic == blank_magic:
+                blank = True
+            elif total or magic:
+                reason = f"bad magic code 0x{magic & 0xFFFFFFFF:08X} at offset {base + pos}"
+            break
+        if positions or not runs:
+            runs.append(np.asarray(positions, dtype=np.int64))
+        p = runs[0] if len(runs) == 1 else np.concatenate(runs)
         return _check(u8, mm, p, pos, blank, reason, check_crc=check_crc and not skip_invalid,
                       skip_invalid=skip_invalid, base=base)  # fmt: skip
     finally:
         del u8
+
+
+def _follow_hints(u8: np.ndarray, hints: np.ndarray, limit: int) -> tuple[int, int]:
+    """How many records, from ``hints[0]`` on, the record-by-record walk would visit at exactly these
+    positions (each with a record's magic code and a TOTALSIZE that fits, and ending where the next
+    begins; the last one need only be sound), and where the walk stands after them."""
+    heads = u8[hints[:, None] + _R8].view(">i4").reshape(len(hints), 2).astype(np.int64)
+    total, magic = heads[:, 0], heads[:, 1]
+    after = hints + total
+    sound = ((magic == MESSAGE_MAGIC_CODE) | (magic == MESSAGE_MAGIC_CODE_V2)) & (total >= MIN_RECORD) & \
+        (after <= limit)  # fmt: skip
+    # Record i is taken when records 0..i are sound and each of 0..i-1 ends where the next begins.
+    linked = np.ones(len(hints), dtype=bool)
+    linked[1:] = after[:-1] == hints[1:]
+    taken_ok = sound & linked
+    taken = len(hints) if bool(taken_ok.all()) else int(np.argmin(taken_ok))
+    return taken, int(after[taken - 1]) if taken else -1
 
 
 def _check(u8: np.ndarray, mm: mmap.mmap, p: np.ndarray, end: int, blank: bool, reason: str, *, check_crc: bool,
@@ -220,8 +269,18 @@ def _first_crc_mismatch(mm: mmap.mmap, body_pos: np.ndarray, body_len: np.ndarra
 # A property segment "name\x01value" (non-empty value) at the start of the string or after a \x02.
 _DISPATCH_PROPERTIES = re.compile(rb"(?<![^\x02])(TAGS|KEYS|UNIQ_KEY|DELAY)\x01([^\x02]+)")
 _DISPATCH_NAMES = (b"TAGS\x01", b"KEYS\x01", b"UNIQ_KEY\x01", b"DELAY\x01")
-_NAME_BYTES = [np.frombuffer(name, dtype=np.uint8) for name in _DISPATCH_NAMES]
 _NAME_WIDTH = max(map(len, _DISPATCH_NAMES))
+_TOKEN = re.compile(rb"[^ ]+")
+
+
+def _name_match(name: bytes) -> tuple[np.uint64, np.uint64, int]:
+    """(the first 8 bytes of *name* as a little-endian number, the mask of those bytes, its ninth byte or -1)."""
+    head = name[:8]
+    mask = (1 << (8 * len(head))) - 1
+    return np.uint64(int.from_bytes(head, "little")), np.uint64(mask), name[8] if len(name) > 8 else -1
+
+
+_NAME_MATCH = [_name_match(name) for name in _DISPATCH_NAMES]
 
 
 def pick_dispatch_properties(raw: bytes) -> dict[bytes, bytes]:
@@ -237,49 +296,107 @@ def pick_dispatch_properties(raw: bytes) -> dict[bytes, bytes]:
 DispatchProperties = tuple[list[str | None], list[str | None], list[str | None], list[str | None]]
 
 
-def pick_dispatch_properties_of(mm: mmap.mmap, run: RecordRun) -> DispatchProperties:
-    """``TAGS``, ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` (lists, None where absent) of the records of *run*.
+class PropertyValues:
+    """Where the ``TAGS``, ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` values of the records of a walk lie.
 
-    By the rules of :func:`pick_dispatch_properties`, for all records at once: the
-    property strings are joined (each segment then follows a \x02, each record
-    ends at a \x00), segment starts and value ends are found with numpy, and only
-    the values wanted become strings. When the text is not ASCII, or a \x00 inside
-    a property string would blur the records, record by record.
+    The records' property strings are joined into ``blob`` (``data`` is the same
+    bytes as a numpy array): each segment follows a \x02, each record ends at a
+    \x00. ``values[name]`` holds, for the records that have the property, the
+    record numbers and the [start, end) of the value in ``blob`` (the last
+    non-empty segment of that name, by the rules of :func:`pick_dispatch_properties`).
+    The text is ASCII, so byte positions are character positions.
+    """
+
+    __slots__ = ("blob", "count", "data", "values")
+
+    def __init__(self, blob: bytes, data: np.ndarray, count: int,
+                 values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:  # fmt: skip
+        self.blob = blob
+        self.data = data
+        self.count = count
+        self.values = values
+
+    def strings(self, name: str) -> list[str | None]:
+        """The value of *name* for each record (None where absent)."""
+        records, starts, ends = self.values[name]
+        text = self.blob.decode("ascii")
+        column = np.full(self.count, None, dtype=object)
+        column[records] = list(map(text.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+        return column.tolist()  # type: ignore[no-any-return]
+
+
+def find_dispatch_properties(mm: mmap.mmap, run: RecordRun) -> PropertyValues | tuple[bytes, ...]:
+    """Find ``TAGS``, ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` in the property strings of all records of *run*
+    at once, with numpy (see :class:`PropertyValues`).
+
+    When the text is not ASCII, or a \x00 inside a property string would blur the
+    records, the records' property bytes are returned instead (for
+    :func:`pick_dispatch_properties`, record by record).
     """
     n = len(run)
-    starts = run.props_pos.tolist()
-    raws = list(map(mm.__getitem__, map(slice, starts, (run.props_pos + run.props_len).tolist())))
+    raws = tuple(map(mm.__getitem__, map(slice, run.props_pos.tolist(), (run.props_pos + run.props_len).tolist())))
     joined = b"\x00\x02".join(raws)
     if not joined.isascii() or joined.count(0) != n - 1:
-        return _pick_each(raws)
+        return raws
     blob = b"\x02" + joined + b"\x00" * _NAME_WIDTH  # the padding keeps every gather below inside
-    text = blob.decode("ascii")
-    b = np.frombuffer(blob, dtype=np.uint8)
-    record_ends = np.flatnonzero(b == 0)
-    segments = np.flatnonzero(b == 2) + 1
-    stops = np.flatnonzero((b == 2) | (b == 0))  # where a value ends
-    heads = b[segments[:, None] + np.arange(_NAME_WIDTH, dtype=np.int64)]
-    columns: list[list[str | None]] = []
-    for name, name_bytes in zip(_DISPATCH_NAMES, _NAME_BYTES, strict=True):
-        width = len(name)
-        hit = np.flatnonzero((heads[:, :width] == name_bytes).all(axis=1))
-        value_start = segments[hit] + width
+    data = np.frombuffer(blob, dtype=np.uint8)
+    is_end = data == 0
+    is_separator = data == 2
+    record_ends = np.flatnonzero(is_end)
+    segments = np.flatnonzero(is_separator) + 1
+    stops = np.flatnonzero(is_end | is_separator)  # where a value ends
+    # The first 8 bytes of every segment as one number (little-endian), to match names against.
+    eight = np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))  # 8 bytes from every position
+    heads = eight[segments]
+    values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for name, (prefix, mask, ninth) in zip(_DISPATCH_NAMES, _NAME_MATCH, strict=True):
+        hit = (heads & mask) == prefix
+        if ninth >= 0:
+            hit &= data[np.minimum(segments + 8, len(data) - 1)] == ninth
+        at = segments[hit]
+        value_start = at + len(name)
         value_end = stops[np.searchsorted(stops, value_start)]
         keep = value_end > value_start  # an empty value drops the segment
-        records = np.searchsorted(record_ends, segments[hit][keep])
+        records = np.searchsorted(record_ends, at[keep])
         value_start, value_end = value_start[keep], value_end[keep]
         last = np.ones(len(records), dtype=bool)  # a later segment of the same name wins
         last[:-1] = records[1:] != records[:-1]
-        values = list(map(text.__getitem__, map(slice, value_start[last].tolist(), value_end[last].tolist())))
-        column = np.full(n, None, dtype=object)
-        column[records[last]] = values
-        columns.append(column.tolist())
-    tags, keys, uniqs, delays = columns
-    return tags, keys, uniqs, delays
+        values[name[:-1].decode()] = (records[last], value_start[last], value_end[last])
+    return PropertyValues(blob, data, n, values)
 
 
-def _pick_each(raws: list[bytes]) -> DispatchProperties:
-    """:func:`pick_dispatch_properties_of`, record by record."""
+def pick_dispatch_properties_of(mm: mmap.mmap, run: RecordRun) -> DispatchProperties:
+    """``TAGS``, ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` (lists, None where absent) of the records of *run*."""
+    found = find_dispatch_properties(mm, run)
+    if isinstance(found, PropertyValues):
+        return found.strings("TAGS"), found.strings("KEYS"), found.strings("UNIQ_KEY"), found.strings("DELAY")
+    return pick_dispatch_properties_of_raws(found)
+
+
+def split_key_tokens(found: PropertyValues, records: np.ndarray, starts: np.ndarray,
+                     ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The ``KEYS`` values [start, end) of *records* split into their space-separated tokens, empty ones
+    dropped (``KEYS`` holds several keys separated by one space): (record, start, end) of each token,
+    in order. Values without a space (the usual case) are their own token."""
+    spaces = np.flatnonzero(found.data == ord(KEY_SEPARATOR))
+    spaced = np.flatnonzero(np.searchsorted(spaces, starts) != np.searchsorted(spaces, ends))
+    if len(spaced) == 0:
+        return records, starts, ends
+    blob = found.blob
+    parts: list[tuple[int, int, int]] = []
+    plain = np.ones(len(records), dtype=bool)
+    plain[spaced] = False
+    for i in spaced.tolist():
+        parts.extend((int(records[i]), m.start(), m.end()) for m in _TOKEN.finditer(blob, int(starts[i]), int(ends[i])))
+    split = np.asarray(parts, dtype=np.int64).reshape(-1, 3)
+    all_records = np.concatenate((records[plain], split[:, 0]))
+    order = np.argsort(all_records, kind="stable")  # tokens of one record stay in order
+    return (all_records[order], np.concatenate((starts[plain], split[:, 1]))[order],
+            np.concatenate((ends[plain], split[:, 2]))[order])  # fmt: skip
+
+
+def pick_dispatch_properties_of_raws(raws: tuple[bytes, ...]) -> DispatchProperties:
+    """:func:`pick_dispatch_properties_of` for the property bytes of each record, record by record."""
     n = len(raws)
     columns: dict[bytes, list[str | None]] = {name[:-1]: [None] * n for name in _DISPATCH_NAMES}
     for i, raw in enumerate(raws):

@@ -110,13 +110,16 @@ class RecoveryDispatch:
 
 
 def scan_commit_log(cl: CommitLog, index: int, check_crc: bool, dispatch: RecoveryDispatch | None,
-                    progress: Callable[[int], None] | None, report: RecoveryReport | None) -> int:  # fmt: skip
+                    progress: Callable[[int], None] | None, report: RecoveryReport | None,
+                    record_offsets: np.ndarray | None = None) -> int:  # fmt: skip
     """Walk the commit log from file *index* while records are valid (§11.2); return the end of valid data.
 
     Records are walked and checked a chunk at a time (:func:`walk_records`: magic,
     lengths that fit the file and add up to TOTALSIZE, body CRC when *check_crc*),
     across BLANK ends into the next file; the first record that fails ends the
     valid data. Each chunk goes to *dispatch* (if any) before the next is read.
+    *record_offsets* (sorted commit-log offsets where records are thought to
+    start) are hints for the walk; it verifies every one it uses.
     """
     files = cl.mapped_file_queue.files
     file_size = cl.file_size
@@ -129,8 +132,13 @@ def scan_commit_log(cl: CommitLog, index: int, check_crc: bool, dispatch: Recove
         mm = mf.mm
         if hasattr(mmap, "MADV_SEQUENTIAL"):
             mm.madvise(mmap.MADV_SEQUENTIAL)
+        hints = None
+        if record_offsets is not None:
+            lo, hi = np.searchsorted(record_offsets, (base, base + file_size - 8))
+            hints = record_offsets[lo:hi] - base
         while True:
-            run = walk_records(mm, pos, file_size, check_crc=check_crc, max_records=CHUNK_RECORDS, base=base)
+            run = walk_records(mm, pos, file_size, check_crc=check_crc, max_records=CHUNK_RECORDS, base=base,
+                               hints=hints)  # fmt: skip
             pos = run.end
             if len(run):
                 records += len(run)
