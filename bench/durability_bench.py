@@ -82,7 +82,7 @@ def bench_sync(root: Path, writers: int, seconds: float, *, mode: str, batch: in
         gcs = store.services.group_commit
         assert gcs is not None
         if mode == "per-message":
-            store.services.group_commit = None  # _after_put then flushes inline, as before group commit
+            store.services.group_commit = None  # puts then flush inline, as before group commit
         per = max(2000, int(80_000 * seconds / max(1, writers)))
         msgs = [_messages(store, per, f"w{w}") for w in range(writers)]
         store.put_message(store.to_message_ext(Message(TOPIC, b"warm", 0, {}), 0))

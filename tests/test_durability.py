@@ -603,6 +603,37 @@ def test_waiting_puts_do_not_block_the_event_loop(tmp_path: Path, monkeypatch: p
         asyncio.run(scenario(store, BlockedFlush(monkeypatch)))
 
 
+def test_awaiting_puts_share_one_future_per_round_and_time_out(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Tasks of one loop wait on one future per flush round; with the disk stuck they get
+    FLUSH_DISK_TIMEOUT after syncFlushTimeout, the data stays queued and is flushed later."""
+
+    async def scenario(store: MessageStore, blocked: BlockedFlush) -> None:
+        gc = store.services.group_commit if store.services is not None else None
+        assert gc is not None
+        t0 = time.monotonic()
+        results = await asyncio.gather(*(store.aput_message(Message("Aio", b"stuck", 0, {}), i % 2)
+                                         for i in range(30)))  # fmt: skip
+        assert all(r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT for r in results)
+        assert 0.25 < time.monotonic() - t0 < 5
+        blocked.gate.set()
+        end = max(r.wrote_offset + r.wrote_bytes for r in results)
+        deadline = time.monotonic() + 10
+        while store.get_flushed_offset() < end and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert store.get_flushed_offset() >= end  # flushed later all the same
+        rounds, done = gc.flush_rounds, gc.requests_done
+        results = await asyncio.gather(*(store.aput_message(Message("Aio", b"free", 0, {}), i % 2)
+                                         for i in range(200)))  # fmt: skip
+        assert all(r.ok for r in results)
+        # Some puts find their record flushed already by a round that began after they appended.
+        assert 150 <= gc.requests_done - done <= 200 and gc.flush_rounds - rounds < 50  # rounds were shared
+
+    cfg = small_config(tmp_path / "s", flush_disk_type=SYNC_FLUSH, sync_flush_timeout=300)
+    with MessageStore(cfg) as store:
+        asyncio.run(scenario(store, BlockedFlush(monkeypatch)))
+
+
 def test_async_flush_service_flushes_on_its_interval_and_updates_the_checkpoint(tmp_path: Path) -> None:
     cfg = small_config(tmp_path / "s", flush_disk_type=ASYNC_FLUSH, flush_interval_commit_log=50,
                        flush_commit_log_thorough_interval=200, flush_interval_consume_queue=50,

@@ -19,7 +19,6 @@ close, so its presence at the next open means abnormal recovery. A store opened
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import fcntl
 import operator
@@ -69,6 +68,7 @@ from rocketq.store.config_json import (
 )
 from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rocketq.store.dispatch import ROW_OFFSET, ROW_SIZE, DispatchBatch, DispatchRequest
+from rocketq.store.flush_service import GroupCommitService
 from rocketq.store.index_service import IndexService
 from rocketq.store.message_filter import MessageFilter
 from rocketq.store.recovery import RecoveryDispatch, RecoveryReport
@@ -299,7 +299,6 @@ class MessageStore:
         self._sync_flush = self.config.flush_disk_type == SYNC_FLUSH  # puts wait for the flush
         self.services: StoreServices | None = None
         self.recovery_report = RecoveryReport()
-        self._async_put = threading.local()
 
     # --- open / close ------------------------------------------------------------------
     @classmethod
@@ -783,8 +782,8 @@ class MessageStore:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=error)
         return None
 
-    def put_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
-        """Append one message; a plain :class:`Message` is wrapped by :meth:`to_message_ext`."""
+    def _append(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
+        """Check and append one message to the commit log (no waiting for a flush)."""
         if isinstance(msg, Message):
             msg = self.to_message_ext(msg, queue_id or 0)
         elif queue_id is not None:
@@ -792,11 +791,10 @@ class MessageStore:
         bad = self._validate(msg.topic, msg.queue_id, (msg,))
         if bad is not None:
             return bad
-        result = self.commit_log.put_message(msg)
-        return self._after_put(result) if self._sync_flush else result
+        return self.commit_log.put_message(msg)
 
-    def put_messages(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
-        """Append a producer batch: one topic and queue, consecutive offsets, one store time."""
+    def _append_batch(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
+        """Check and append a producer batch (no waiting for a flush)."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="empty batch")
         exts = [
@@ -819,78 +817,84 @@ class MessageStore:
         bad = self._validate(topic, qid, exts)
         if bad is not None:
             return bad
-        result = self.commit_log.put_messages(exts)
-        return self._after_put(result) if self._sync_flush else result
+        return self.commit_log.put_messages(exts)
 
-    def _after_put(self, result: PutMessageResult) -> PutMessageResult:
-        """SYNC_FLUSH: wait for the group commit that covers the record (``handleDiskFlush``).
+    def put_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
+        """Append one message; a plain :class:`Message` is wrapped by :meth:`to_message_ext`.
 
-        The put blocks on a lock of its own until the group commit service has
-        flushed past its end (``FLUSH_DISK_TIMEOUT`` after ``syncFlushTimeout``);
-        under :meth:`put_message_async` it does not wait but leaves a future.
+        Under SYNC_FLUSH it returns once the group commit has the record on disk
+        (``FLUSH_DISK_TIMEOUT`` after ``syncFlushTimeout``, the data staying queued).
         """
-        services = self.services
-        gc = services.group_commit if services is not None else None
-        if gc is None or not result.ok:
-            if gc is None and result.ok and self.config.flush_disk_type == SYNC_FLUSH:
-                self.commit_log.mapped_file_queue.flush_all()  # no services (not started): flush here
-            return result
-        end = result.wrote_offset + result.wrote_bytes
-        deferred = self._async_put
-        if getattr(deferred, "on", False):
-            loop = deferred.loop
-            fut: Future[PutMessageResult] | asyncio.Future[PutMessageResult]
-            fut = Future() if loop is None else loop.create_future()
-            gc.submit(end, result, fut, loop)
-            deferred.future = fut
-            return result
-        status = gc.commit_and_wait(end, self.config.sync_flush_timeout / 1000)
-        if status is not PutMessageStatus.PUT_OK:
-            result.status = status
-        return result
+        return self._wait_flushed(self._append(msg, queue_id))
+
+    def put_messages(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
+        """Append a producer batch: one topic and queue, consecutive offsets, one store time (under
+        SYNC_FLUSH it returns once on disk, as :meth:`put_message`)."""
+        return self._wait_flushed(self._append_batch(msgs, queue_id))
 
     def put_message_async(self, msg: MessageExt | Message, queue_id: int | None = None) -> Future[PutMessageResult]:
         """:meth:`put_message` without blocking on the flush: a future of the result.
 
         Under SYNC_FLUSH it completes when the group commit has the record on disk
-        (``asyncPutMessage``); an asyncio caller awaits ``asyncio.wrap_future(f)``.
+        (``asyncPutMessage``); asyncio code can use :meth:`aput_message` instead.
         """
-        return self._deferred(lambda: self.put_message(msg, queue_id))
+        return self._future_of(self._append(msg, queue_id))
 
     def put_messages_async(self, msgs: list[MessageExt | Message],
                            queue_id: int | None = None) -> Future[PutMessageResult]:  # fmt: skip
         """:meth:`put_messages` without blocking on the flush (see :meth:`put_message_async`)."""
-        return self._deferred(lambda: self.put_messages(msgs, queue_id))
+        return self._future_of(self._append_batch(msgs, queue_id))
 
     async def aput_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
         """:meth:`put_message` for asyncio code: appends at once, then awaits the group commit.
 
-        Other tasks run meanwhile; the group commit resolves all the futures of a
-        flush round with one hand-over to the loop.
+        Other tasks run meanwhile; the tasks of one loop share one future per flush
+        round (:meth:`GroupCommitService.wait_flushed`).
         """
-        loop = asyncio.get_running_loop()
-        return await self._deferred(lambda: self.put_message(msg, queue_id), loop)  # type: ignore[misc]
+        return await self._await_flushed(self._append(msg, queue_id))
 
     async def aput_messages(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
         """:meth:`put_messages` for asyncio code (see :meth:`aput_message`)."""
-        loop = asyncio.get_running_loop()
-        return await self._deferred(lambda: self.put_messages(msgs, queue_id), loop)  # type: ignore[misc]
+        return await self._await_flushed(self._append_batch(msgs, queue_id))
 
-    def _deferred(self, put: Callable[[], PutMessageResult],
-                  loop: asyncio.AbstractEventLoop | None = None) -> Future[PutMessageResult]:  # fmt: skip
-        deferred = self._async_put
-        deferred.on = True
-        deferred.loop = loop
-        deferred.future = None
-        try:
-            result = put()
-        finally:
-            deferred.on = False
-        fut = deferred.future
-        deferred.future = None
-        if fut is None:
-            fut = Future() if loop is None else loop.create_future()
+    def _group_commit(self) -> GroupCommitService | None:
+        """The group commit service (SYNC_FLUSH); None before the services run: the flush is done here then."""
+        services = self.services
+        gc = services.group_commit if services is not None else None
+        if gc is None:
+            self.commit_log.mapped_file_queue.flush_all()
+        return gc
+
+    def _wait_flushed(self, result: PutMessageResult) -> PutMessageResult:
+        """``handleDiskFlush`` of a blocking put: under SYNC_FLUSH, block until the record is on disk."""
+        if self._sync_flush and result.ok:
+            gc = self._group_commit()
+            if gc is not None:
+                status = gc.commit_and_wait(result.wrote_offset + result.wrote_bytes,
+                                            self.config.sync_flush_timeout / 1000)  # fmt: skip
+                if status is not PutMessageStatus.PUT_OK:
+                    result.status = status
+        return result
+
+    async def _await_flushed(self, result: PutMessageResult) -> PutMessageResult:
+        """:meth:`_wait_flushed` for asyncio code."""
+        if self._sync_flush and result.ok:
+            gc = self._group_commit()
+            if gc is not None:
+                status = await gc.wait_flushed(result.wrote_offset + result.wrote_bytes,
+                                               self.config.sync_flush_timeout / 1000)  # fmt: skip
+                if status is not PutMessageStatus.PUT_OK:
+                    result.status = status
+        return result
+
+    def _future_of(self, result: PutMessageResult) -> Future[PutMessageResult]:
+        """:meth:`_wait_flushed` as a ``concurrent.futures.Future`` that the group commit completes."""
+        fut: Future[PutMessageResult] = Future()
+        gc = self._group_commit() if self._sync_flush and result.ok else None
+        if gc is None:
             fut.set_result(result)
+        else:
+            gc.submit(result.wrote_offset + result.wrote_bytes, result, fut)
         return fut
 
     def execute_delete_files_manually(self) -> None:
