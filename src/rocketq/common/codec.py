@@ -137,6 +137,18 @@ _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET
 _EMPTY = bytearray()
 
 
+# Host address -> (its bytes, all bits set when IPv6 else 0): the host part of a record, made once per address.
+_HOSTS: dict[str, tuple[bytes, int]] = {}
+
+
+def _host(ip: str) -> tuple[bytes, int]:
+    addr = host_to_bytes(ip)
+    host = (addr, -1 if len(addr) == 16 else 0)
+    if len(_HOSTS) < 4096:
+        _HOSTS[ip] = host
+    return host
+
+
 def _topic_part(topic: str) -> tuple[bytes, bool]:
     part = _TOPIC_PARTS.get(topic)
     if part is None:
@@ -200,13 +212,13 @@ def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> Enc
     fixed_lengths = _FIXED_LENGTH
     crc32 = zlib.crc32
     topic_parts = _TOPIC_PARTS
+    hosts = _HOSTS
     for msg in msgs:
         born_host = msg.born_host
         store_host = msg.store_host
-        born_addr = host_to_bytes(born_host[0])
-        store_addr = host_to_bytes(store_host[0])
-        host_flags = (BORNHOST_V6_FLAG if len(born_addr) == 16 else 0) | \
-            (STOREHOSTADDRESS_V6_FLAG if len(store_addr) == 16 else 0)  # fmt: skip
+        born_addr, born_v6 = hosts.get(born_host[0]) or _host(born_host[0])
+        store_addr, store_v6 = hosts.get(store_host[0]) or _host(store_host[0])
+        host_flags = (born_v6 & BORNHOST_V6_FLAG) | (store_v6 & STOREHOSTADDRESS_V6_FLAG)
         sys_flag = (msg.sys_flag & ~_HOST_FLAGS) | host_flags
         topic = msg.topic
         topic_part, v2 = topic_parts.get(topic) or _topic_part(topic)
@@ -232,7 +244,7 @@ def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> Enc
         )  # fmt: skip
         parts += (head, body, topic_part, _I16.pack(props_len), props)
         sizes.append(total)
-        ts_positions.append(68 if host_flags & BORNHOST_V6_FLAG else 56)
+        ts_positions.append(68 if born_v6 else 56)
         msg.sys_flag = sys_flag
         msg.body_crc = body_crc
         msg.magic = magic

@@ -200,8 +200,10 @@ class GroupCommitService(ServiceThread):
         """Join the next round with a request (``putRequest``): blocking, or completing *future*."""
         req = GroupCommitRequest(next_offset, result, future)
         with self._lock:
+            first = not self._requests
             self._requests.append(req)
-        self.wakeup()
+        if first:  # the first of a round wakes the service; the others ride along
+            self.wakeup()
         return req
 
     def commit_and_wait(self, next_offset: int, timeout_s: float) -> PutMessageStatus:

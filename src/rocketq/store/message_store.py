@@ -151,23 +151,31 @@ class ReputMessageService:
         self._caught_up = threading.Condition()
         self._thread: threading.Thread | None = None
         self._rows: list[tuple[object, ...]] = []  # hand-off rows taken but not dispatched yet
+        self._sleeping = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
         self._thread.start()
 
     def wakeup(self, _end: int = 0) -> None:
-        wake = self._wake
-        if not wake.is_set():
-            wake.set()
+        """Called after every append: wakes the thread if it sleeps (one attribute test otherwise)."""
+        if self._sleeping:
+            self._sleeping = False
+            self._wake.set()
 
     def behind(self) -> int:
         return self.store.commit_log.get_max_offset() - self.reput_from_offset
 
     def _run(self) -> None:
+        stuck = False  # the last round made no progress (say at a record that cannot be read)
         while not self._stopped.is_set():
-            self._wake.wait(0.05)
+            # Say "asleep" before looking for work: an append after the look sees the flag and wakes us.
+            self._sleeping = True
+            if stuck or self.behind() <= 0:
+                self._wake.wait(0.05)
+            self._sleeping = False
             self._wake.clear()
+            before = self.reput_from_offset
             try:
                 self.do_reput()
             except Exception:  # pragma: no cover - a dispatcher bug must not kill the thread silently
@@ -175,6 +183,7 @@ class ReputMessageService:
 
                 logging.getLogger(__name__).exception("dispatch failed at %d", self.reput_from_offset)
                 time.sleep(0.1)
+            stuck = self.reput_from_offset == before
 
     def do_reput(self) -> None:
         """Dispatch from ``reput_from_offset`` up to the readable end of the commit log.
