@@ -19,7 +19,6 @@ import zlib
 from collections.abc import Iterable
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 _MASK32 = 0xFFFFFFFF
 
@@ -163,7 +162,9 @@ def java_hashes_of_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray
         return (diff * _powers(31, size)[np.maximum(ends - 1, 0)]) & mask
     if int(starts.max()) + width > len(data):
         data = np.concatenate((data, np.zeros(width, dtype=data.dtype)))
-    rows = sliding_window_view(data, width)[starts]
+    # Row i of this view is data[i : i + width] (a sliding window, no copy); taking rows copies them.
+    windows = np.ndarray((len(data) - width + 1, width), dtype=np.uint8, buffer=data, strides=(1, 1))
+    rows = windows[starts]
     full = int(lens.min()) == width
     if not full:
         rows = rows * (np.arange(width) < lens[:, None])

@@ -29,6 +29,8 @@ CQ_STORE_UNIT_SIZE = 20
 CQ_UNIT = struct.Struct(">qiq")
 CQ_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 FILLER_SIZE = 0x7FFFFFFF
+SMALL_RUN = 8  # put_units writes fewer units than this one by one
+_STEPS = np.arange(4096, dtype=np.int64)
 _FILLER = CQ_UNIT.pack(0, FILLER_SIZE, 0)
 
 
@@ -184,9 +186,13 @@ class ConsumeQueue:
         of it as the file holds; a unit that does not (the first of a file or of the
         queue, one after a gap) goes alone through :meth:`put_message_position_info`.
         """
+        n = len(phys)
+        if n <= SMALL_RUN:  # numpy's fixed costs outweigh its speed: unit by unit
+            for args in zip(phys.tolist(), sizes.tolist(), tags.tolist(), cq_offsets.tolist(), strict=True):
+                self.put_message_position_info(*args)
+            return
         ends = phys + sizes
         i = int(np.searchsorted(ends, self.max_physic_offset, side="right"))
-        n = len(phys)
         unit = CQ_STORE_UNIT_SIZE
         while i < n:
             mf = self.queue.last()
@@ -195,7 +201,8 @@ class ConsumeQueue:
                 room = (self.mapped_file_size - pos) // unit
                 if room > 0 and int(cq_offsets[i]) * unit == mf.file_from_offset + pos:
                     seg = cq_offsets[i : i + room]
-                    steps = seg - seg[0] == np.arange(len(seg))
+                    steps = seg - seg[0] == _STEPS[: len(seg)] if len(seg) <= len(_STEPS) else \
+                        seg - seg[0] == np.arange(len(seg))  # fmt: skip
                     count = len(seg) if bool(steps.all()) else int(np.argmin(steps))
                     j = i + count
                     block = np.empty(count, dtype=CQ_DTYPE)

@@ -18,6 +18,7 @@ record at exactly the offset the reput service has reached.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -125,10 +126,11 @@ class DispatchBatch:
         ids = np.fromiter(map(code_of.__getitem__, keys), dtype=np.int64, count=len(keys))
         order = np.argsort(ids, kind="stable")  # stable: commit-log order within each queue
         sorted_ids = ids[order]
-        cuts = np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1
+        cuts = [0, *(np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1).tolist(), len(order)]
         queue_list = list(queues)
         groups = []
-        for part in np.split(order, cuts):
+        for a, b in itertools.pairwise(cuts):
+            part = order[a:b]
             topic, queue_id = queue_list[int(ids[part[0]])]
             groups.append((topic, queue_id, wanted[part]))
         return groups

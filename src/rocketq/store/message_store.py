@@ -84,6 +84,8 @@ INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOP
 MAX_QUEUE_ID = 1023
 _UNCHECKED = object()
 DISPATCH_BATCH = 1024  # records per dispatch round: bounds the wake-up delay of a long poll
+# Fewer records than this are dispatched one by one: numpy's fixed costs outweigh its speed below it.
+SCALAR_DISPATCH = 16
 
 
 _row_offset = operator.itemgetter(ROW_OFFSET)
@@ -196,6 +198,7 @@ class ReputMessageService:
         store = self.store
         cl = store.commit_log
         dispatch_batch = store.do_dispatch_batch
+        dispatch_rows = store.do_dispatch_rows
         rows = self._rows
         k = 0  # rows[:k] are done
         stopped = self._stopped
@@ -228,7 +231,7 @@ class ReputMessageService:
                     if count < len(chunk):
                         chunk = chunk[:count]
                     k += count
-                    dispatch_batch(DispatchBatch.from_rows(chunk))
+                    dispatch_rows(chunk)
                     self.reput_from_offset = int(ends[count - 1])
                     continue
             stop_at = rows[k][ROW_OFFSET] if k < n else end
@@ -651,17 +654,48 @@ class MessageStore:
 
     # --- dispatch ----------------------------------------------------------------------
     def do_dispatch(self, req: DispatchRequest) -> None:
-        """Build the consume-queue unit and index keys of one record (a batch of one)."""
-        self.do_dispatch_batch(DispatchBatch.from_rows([req]))
+        """Build the consume-queue unit and index keys of one record (§4.4, §4.5, §5.5), then tell the
+        arrival listener (if any). A read-only store builds nothing: its queues and index stay as found."""
+        if self.read_only:
+            return
+        (topic, queue_id, phys, size, tags_code, store_ts, queue_offset, keys, uniq_key, sys_flag, _prepared,
+         properties) = req  # fmt: skip
+        unit = not sys_flag & TRANSACTION_PREPARED_TYPE
+        if unit:
+            cq = self.find_consume_queue(topic, queue_id)
+            assert cq is not None
+            cq.put_message_position_info(phys, size, tags_code, queue_offset)
+            if self.checkpoint is not None:
+                self.checkpoint.logics_msg_timestamp = store_ts
+        if self.config.message_index_enable:
+            self.index_service.build_index(topic, phys, store_ts, sys_flag, uniq_key, keys)
+        listener = self.message_arriving_listener
+        if listener is not None and unit:
+            listener(topic, queue_id, queue_offset + 1, tags_code, store_ts, properties)
+
+    def do_dispatch_rows(self, rows: list[tuple[object, ...]]) -> None:
+        """:meth:`do_dispatch_batch` for rows (tuples in :class:`DispatchRequest` order)."""
+        if len(rows) < SCALAR_DISPATCH:
+            dispatch = MessageStore.do_dispatch
+            for row in rows:
+                dispatch(self, row)  # type: ignore[arg-type]
+        else:
+            self.do_dispatch_batch(DispatchBatch.from_rows(rows))
 
     def do_dispatch_batch(self, batch: DispatchBatch) -> None:
         """Build the consume-queue units and index keys of records in commit-log order (§4.4, §4.5, §5.5).
 
         Units go per queue as numpy blocks, the index takes all keys at once, then the
-        arrival listener (if any) hears of each record. A read-only store builds nothing:
-        its queues and index stay as found.
+        arrival listener (if any) hears of each record; a batch of fewer than
+        ``SCALAR_DISPATCH`` records (whose keys are strings) goes a record at a time,
+        which costs less than numpy's calls. A read-only store builds nothing: its
+        queues and index stay as found.
         """
         if self.read_only or not len(batch):
+            return
+        if len(batch) < SCALAR_DISPATCH and batch.index_keys is None:
+            for req in batch.requests():
+                MessageStore.do_dispatch(self, req)
             return
         groups = batch.consume_queue_groups()
         if groups:
