@@ -868,12 +868,14 @@ class MessageStore:
         Under SYNC_FLUSH it returns once the group commit has the record on disk
         (``FLUSH_DISK_TIMEOUT`` after ``syncFlushTimeout``, the data staying queued).
         """
-        return self._wait_flushed(self._append(msg, queue_id))
+        result = self._append(msg, queue_id)
+        return self._wait_flushed(result) if self._sync_flush else result
 
     def put_messages(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
         """Append a producer batch: one topic and queue, consecutive offsets, one store time (under
         SYNC_FLUSH it returns once on disk, as :meth:`put_message`)."""
-        return self._wait_flushed(self._append_batch(msgs, queue_id))
+        result = self._append_batch(msgs, queue_id)
+        return self._wait_flushed(result) if self._sync_flush else result
 
     def put_message_async(self, msg: MessageExt | Message, queue_id: int | None = None) -> Future[PutMessageResult]:
         """:meth:`put_message` without blocking on the flush: a future of the result.
@@ -909,8 +911,8 @@ class MessageStore:
         return gc
 
     def _wait_flushed(self, result: PutMessageResult) -> PutMessageResult:
-        """``handleDiskFlush`` of a blocking put: under SYNC_FLUSH, block until the record is on disk."""
-        if self._sync_flush and result.ok:
+        """``handleDiskFlush`` of a blocking put under SYNC_FLUSH: block until the record is on disk."""
+        if result.ok:
             gc = self._group_commit()
             if gc is not None:
                 status = gc.commit_and_wait(result.wrote_offset + result.wrote_bytes,
