@@ -115,24 +115,27 @@ class DispatchBatch:
         wanted = np.flatnonzero((flags & TRANSACTION_PREPARED_TYPE) == 0)
         if len(wanted) == 0:
             return []
-        keys = list(zip(self.topic, self.queue_id, strict=True))
-        if len(wanted) < n:
-            keys = [keys[i] for i in wanted.tolist()]
-        queues = dict.fromkeys(keys)
-        if len(queues) == 1:
-            ((topic, queue_id),) = queues
-            return [(topic, queue_id, wanted)]
-        code_of = {k: i for i, k in enumerate(queues)}
-        ids = np.fromiter(map(code_of.__getitem__, keys), dtype=np.int64, count=len(keys))
+        topics = self.topic
+        if topics.count(topics[0]) == n:
+            # One topic (the usual batch): the queue ids alone tell the queues apart.
+            topic = topics[0]
+            ids = np.asarray(self.queue_id, dtype=np.int64)[wanted]
+            names: list[tuple[str, int]] | None = None
+        else:
+            keys = list(zip(topics, self.queue_id, strict=True))
+            if len(wanted) < n:
+                keys = [keys[i] for i in wanted.tolist()]
+            code_of = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+            ids = np.fromiter(map(code_of.__getitem__, keys), dtype=np.int64, count=len(keys))
+            names = list(code_of)
         order = np.argsort(ids, kind="stable")  # stable: commit-log order within each queue
         sorted_ids = ids[order]
         cuts = [0, *(np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1).tolist(), len(order)]
-        queue_list = list(queues)
         groups = []
         for a, b in itertools.pairwise(cuts):
-            part = order[a:b]
-            topic, queue_id = queue_list[int(ids[part[0]])]
-            groups.append((topic, queue_id, wanted[part]))
+            code = int(sorted_ids[a])
+            topic, queue_id = (topic, code) if names is None else names[code]
+            groups.append((topic, queue_id, wanted[order[a:b]]))
         return groups
 
 
