@@ -3,10 +3,15 @@
 Opens a store directory (``storePathRootDir``) laid out exactly as RocketMQ
 lays it out, recovers it, and serves puts and reads (store-format §1, §10, §11):
 
-- ``put_message`` / ``put_messages`` append to the :class:`CommitLog`;
+- ``put_message`` / ``put_messages`` append to the :class:`CommitLog` (under
+  SYNC_FLUSH they wait for the group commit; ``aput_message`` and
+  ``put_message_async`` wait without blocking);
 - the reput service (:class:`ReputMessageService`, a thread) follows the commit
-  log and dispatches each record to its :class:`ConsumeQueue` and to the
-  :class:`IndexService`, then wakes anyone waiting for the queue to grow;
+  log and dispatches the records, a batch at a time, to their
+  :class:`ConsumeQueue` and to the :class:`IndexService`
+  (:mod:`rocketq.store.dispatch`), then wakes anyone waiting for a queue to
+  grow. Records just appended come as rows handed over by the put path; others
+  are read back from the file;
 - ``get_message`` reads a queue through its consume-queue units and returns the
   raw records, with RocketMQ's statuses and next/min/max offsets;
 - ``query_message`` looks keys up through the index.
@@ -305,8 +310,8 @@ class MessageStore:
         self._checked_queues: dict[tuple[str, int], object] = {}
         # Called after a record reaches its consume queue (long polling wake-up).
         self.message_arriving_listener: Callable[[str, int, int, int, int, dict[str, str]], None] | None = None
-        # Durability (issue 3): flags that refuse puts (disk full), the background services,
-        # what recovery did, and the per-thread switch of put_message_async.
+        # Durability (issue 3): flags that refuse puts (disk full, tested in _validate), the
+        # background services, and what recovery did.
         self.running_flags = RunningFlags()
         self._sync_flush = self.config.flush_disk_type == SYNC_FLUSH  # puts wait for the flush
         self.services: StoreServices | None = None
