@@ -3,14 +3,15 @@
 Mirrors the inner services of ``store/CommitLog.java`` and
 ``DefaultMessageStore.FlushConsumeQueueService`` (store-format §6, §10, §13):
 
-- :class:`GroupCommitService` (``flushDiskType=SYNC_FLUSH``): a put hands in a
-  :class:`GroupCommitRequest` for the end offset of its record and waits; a
-  flush round takes every request queued so far, flushes once up to the largest
-  end (one fdatasync per file touched, during which more puts queue up: the
-  group commit) and completes each request with ``PUT_OK`` — or
-  ``FLUSH_DISK_TIMEOUT`` when the flush failed. A waiter blocks on a lock of
-  its own (no polling), a ``concurrent.futures.Future`` or an asyncio future.
-  The rounds run on the service's own thread, so a put whose disk hangs still
+- :class:`GroupCommitService` (``flushDiskType=SYNC_FLUSH``): a put joins the
+  next flush round and waits; a round takes every waiter that joined so far,
+  flushes all that was appended (one fdatasync per file touched, during which
+  more puts join the next round: the group commit) and ends each wait with
+  ``PUT_OK`` — or ``FLUSH_DISK_TIMEOUT`` when the flush failed or took longer
+  than ``syncFlushTimeout``. A blocking put waits on a lock of its own, a
+  ``concurrent.futures.Future`` is completed by the service, and the tasks of
+  one asyncio loop share one future per round (no polling anywhere). The
+  rounds run on the service's own thread, so a put whose disk hangs still
   returns after ``syncFlushTimeout`` (a put that ran the fdatasync itself
   could not).
 - :class:`FlushRealTimeService` (``ASYNC_FLUSH``): every

@@ -10,7 +10,9 @@ local creation time ``yyyyMMddHHmmssSSS`` so that name order is creation order
   last file. A full file (indexCount ≥ maxIndexNum) is followed by a new one
   seeded with its end values (§5.3); the full file is then flushed and
   ``on_file_full(endTimestamp)`` lets the store move the checkpoint's
-  indexMsgTimestamp (§6).
+  indexMsgTimestamp (§6). ``build_index_batch`` (key strings) and
+  ``build_index_hashed`` (keys already hashed, from the bytes) index many
+  records at once with numpy and leave the same bytes.
 - ``query_offset`` walks files from newest to oldest (§5.7).
 - ``load`` drops, after an abnormal exit, every file whose endTimestamp is
   newer than the checkpoint's indexMsgTimestamp (§11.1): such a file may lack
