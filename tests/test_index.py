@@ -111,11 +111,11 @@ def test_build_index_reproduces_rocketmq_files_byte_for_byte(tmp_path: Path, sto
         i = 0
         while i < len(msgs):
             n = rng.randrange(1, 400)
-            service.build_index_batch([
+            service.build_index_batch(*zip(*[
                 (r["topic"], r["physicalOffset"], r["storeTimestamp"], r["sysFlag"],
                  r["properties"].get("UNIQ_KEY"), r["properties"].get("KEYS"))
                 for r in msgs[i : i + n]
-            ])  # fmt: skip
+            ], strict=True))  # fmt: skip
             i += n
     else:
         feed(service, msgs)

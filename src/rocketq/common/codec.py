@@ -34,9 +34,9 @@ which a batch send carries and the store unpacks into ordinary records.
 
 from __future__ import annotations
 
-import mmap
 import struct
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -45,6 +45,7 @@ from rocketq.common.javacompat import crc32_masked, decode_utf8_java, encode_utf
 from rocketq.common.message import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
+    TRANSIENT_PREFIX,
     Message,
     MessageExt,
     properties_to_string,
@@ -108,101 +109,164 @@ _FIXED_LENGTH = {f: record_length(f, 0, 0, 0) - 1 - 2 for f in _HEADER_BY_FLAGS}
 
 
 def properties_bytes_of(msg: MessageExt | Message) -> bytes:
+    """The stored property bytes of *msg*: its ``properties_bytes``, else its dict encoded in dict order."""
     raw = getattr(msg, "properties_bytes", None)
-    if raw is not None:
-        return raw
-    return encode_utf8_java(properties_to_string(msg.properties))
+    return raw if raw is not None else _encode_properties(msg.properties)
+
+
+def _encode_properties(props: dict[str, str]) -> bytes:
+    """``properties_to_string`` in UTF-8 (as Java encodes it), the common case done in C."""
+    try:
+        # Every value a string and no transient name (checked below): one join.
+        text = "\x02".join(map("\x01".join, props.items()))
+    except TypeError:
+        text = None
+    if text is None or TRANSIENT_PREFIX in text:
+        text = properties_to_string(props)  # None values, other types, transient names: the exact rules
+    return text.encode("utf-8") if text.isascii() else encode_utf8_java(text)
 
 
 class PropertiesTooLongError(ValueError):
     """The property string exceeds what a signed 16-bit length can say."""
 
 
-class PreparedRecord:
-    """A record encoded except for the three fields known only at append time.
+# Topic -> (length field + UTF-8 bytes, v2): the topic part of a record, encoded once per topic.
+_TOPIC_PARTS: dict[str, tuple[bytes, bool]] = {}
+_TOPIC_PARTS_MAX = 4096
+_QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET: adjacent at 20
+_EMPTY = bytearray()
 
-    ``write_into`` packs the fixed header straight into the destination (the
-    mapped file) and copies the variable tail (body, topic, properties) with one
-    slice assignment: the append path's only two C calls.
+
+# Host address -> (its bytes, all bits set when IPv6 else 0): the host part of a record, made once per address.
+_HOSTS: dict[str, tuple[bytes, int]] = {}
+
+
+def _host(ip: str) -> tuple[bytes, int]:
+    addr = host_to_bytes(ip)
+    host = (addr, -1 if len(addr) == 16 else 0)
+    if len(_HOSTS) < 4096:
+        _HOSTS[ip] = host
+    return host
+
+
+def _topic_part(topic: str) -> tuple[bytes, bool]:
+    part = _TOPIC_PARTS.get(topic)
+    if part is None:
+        raw = topic.encode("utf-8") if topic.isascii() else encode_utf8_java(topic)
+        v2 = len(topic) > MAX_TOPIC_LENGTH_V1
+        part = ((_I16.pack(len(raw)) if v2 else bytes((len(raw),))) + raw, v2)
+        if len(_TOPIC_PARTS) < _TOPIC_PARTS_MAX:
+            _TOPIC_PARTS[topic] = part
+    return part
+
+
+class EncodedRecords:
+    """Messages encoded back to back into one buffer, but for the three fields known only at append time.
+
+    ``data`` holds the records in order with QUEUEOFFSET, PHYSICALOFFSET and
+    STORETIMESTAMP zero; ``sizes`` are their TOTALSIZEs; ``ts_pos`` is where
+    STORETIMESTAMP sits in each record; ``from_dict`` says whether each record's
+    property bytes were encoded from its message's ``properties`` (rather than
+    taken from its ``properties_bytes``). The append path fills the three fields
+    in (:meth:`patch`) and copies ``data`` into the mapped file with one slice
+    assignment.
     """
 
-    __slots__ = ("args", "header", "sys_flag", "tail", "total")
+    __slots__ = ("data", "from_dict", "sizes", "total", "ts_pos")
 
-    def __init__(self, header: struct.Struct, args: list[object], tail: bytes, total: int, sys_flag: int) -> None:
-        self.header = header
-        self.args = args
-        self.tail = tail
-        self.total = total
-        self.sys_flag = sys_flag
+    def __init__(self, data: bytearray, sizes: list[int], ts_pos: list[int], from_dict: list[bool]) -> None:
+        self.data = data
+        self.sizes = sizes
+        self.ts_pos = ts_pos
+        self.from_dict = from_dict
+        self.total = len(data)
 
-    def write_into(self, buf: bytearray | memoryview | mmap.mmap, pos: int, queue_offset: int,
-                   physical_offset: int, store_timestamp: int) -> None:  # fmt: skip
-        a = self.args
-        a[5] = queue_offset
-        a[6] = physical_offset
-        a[11] = store_timestamp
-        self.header.pack_into(buf, pos, *a)
-        hs = self.header.size
-        buf[pos + hs : pos + self.total] = self.tail
+    def patch(self, queue_offset: int, queue_step: int, physical_offset: int, store_timestamp: int) -> None:
+        """Fill in the append-time fields: record *i* gets queue offset ``queue_offset + i × queue_step``,
+        its own physical offset counted from *physical_offset*, and *store_timestamp*."""
+        data = self.data
+        pack_offsets = _QUEUE_AND_PHYSICAL_OFFSET.pack_into
+        pack_ts = _I64.pack_into
+        pos = 0
+        for size, ts_pos in zip(self.sizes, self.ts_pos, strict=True):
+            pack_offsets(data, pos + QUEUE_OFFSET_POS, queue_offset, physical_offset + pos)
+            pack_ts(data, pos + ts_pos, store_timestamp)
+            pos += size
+            queue_offset += queue_step
 
 
-def prepare_record(msg: MessageExt, *, allow_v2: bool = False) -> PreparedRecord:
-    """Encode *msg* up to the append-time fields (see :class:`PreparedRecord`).
+def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> EncodedRecords:
+    """Encode *msgs* up to the append-time fields (see :class:`EncodedRecords`): the one encoder.
 
     The two IPv6 sysflag bits are set from the host address families and BODYCRC
-    is computed; the message's ``sys_flag``, ``body_crc``, ``magic``,
+    is computed; each message's ``sys_flag``, ``body_crc``, ``magic``,
     ``store_size`` and ``properties_bytes`` are updated to what will be written.
+    Raises :class:`PropertiesTooLongError`, or ValueError for a topic longer than
+    127 characters when not *allow_v2*.
     """
-    born_addr = host_to_bytes(msg.born_host[0])
-    store_addr = host_to_bytes(msg.store_host[0])
-    sys_flag = msg.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
-    if len(born_addr) == 16:
-        sys_flag |= BORNHOST_V6_FLAG
-    if len(store_addr) == 16:
-        sys_flag |= STOREHOSTADDRESS_V6_FLAG
-    topic = msg.topic.encode("utf-8") if msg.topic.isascii() else encode_utf8_java(msg.topic)
-    props = properties_bytes_of(msg)
-    body = msg.body or b""
-    v2 = len(msg.topic) > MAX_TOPIC_LENGTH_V1
-    if v2 and not allow_v2:
-        raise ValueError(f"topic longer than {MAX_TOPIC_LENGTH_V1} characters")
-    if len(props) > MAX_PROPERTIES_LENGTH:
-        raise PropertiesTooLongError(f"properties of {len(props)} bytes exceed {MAX_PROPERTIES_LENGTH}")
-    total = _FIXED_LENGTH[sys_flag & _HOST_FLAGS] + len(body) + (2 if v2 else 1) + len(topic) + 2 + len(props)
-    body_crc = zlib.crc32(body) & 0x7FFFFFFF if body else 0
-    magic = MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE
-    topic_len = _I16.pack(len(topic)) if v2 else bytes((len(topic),))
-    tail = b"".join((body, topic_len, topic, _I16.pack(len(props)), props))
-    args: list[object] = [
-        total, magic, body_crc, msg.queue_id, msg.flag, msg.queue_offset, msg.commit_log_offset, sys_flag,
-        msg.born_timestamp, born_addr, msg.born_host[1], msg.store_timestamp, store_addr, msg.store_host[1],
-        msg.reconsume_times, msg.prepared_transaction_offset, len(body),
-    ]  # fmt: skip
-    msg.sys_flag = sys_flag
-    msg.body_crc = body_crc
-    msg.magic = magic
-    msg.store_size = total
-    msg.properties_bytes = props
-    return PreparedRecord(_HEADER_BY_FLAGS[sys_flag & _HOST_FLAGS], args, tail, total, sys_flag)
+    parts: list[bytes] = []
+    sizes: list[int] = []
+    ts_positions: list[int] = []
+    from_dict: list[bool] = []
+    headers = _HEADER_BY_FLAGS
+    fixed_lengths = _FIXED_LENGTH
+    crc32 = zlib.crc32
+    topic_parts = _TOPIC_PARTS
+    hosts = _HOSTS
+    for msg in msgs:
+        born_host = msg.born_host
+        store_host = msg.store_host
+        born_addr, born_v6 = hosts.get(born_host[0]) or _host(born_host[0])
+        store_addr, store_v6 = hosts.get(store_host[0]) or _host(store_host[0])
+        host_flags = (born_v6 & BORNHOST_V6_FLAG) | (store_v6 & STOREHOSTADDRESS_V6_FLAG)
+        sys_flag = (msg.sys_flag & ~_HOST_FLAGS) | host_flags
+        topic = msg.topic
+        topic_part, v2 = topic_parts.get(topic) or _topic_part(topic)
+        if v2 and not allow_v2:
+            raise ValueError(f"topic longer than {MAX_TOPIC_LENGTH_V1} characters")
+        props = msg.properties_bytes
+        if props is None:
+            props = _encode_properties(msg.properties)
+            from_dict.append(True)
+        else:
+            from_dict.append(False)
+        props_len = len(props)
+        if props_len > MAX_PROPERTIES_LENGTH:
+            raise PropertiesTooLongError(f"properties of {props_len} bytes exceed {MAX_PROPERTIES_LENGTH}")
+        body = msg.body or b""
+        body_len = len(body)
+        total = fixed_lengths[host_flags] + body_len + len(topic_part) + 2 + props_len
+        body_crc = crc32(body) & 0x7FFFFFFF if body_len else 0
+        magic = MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE
+        head = headers[host_flags].pack(
+            total, magic, body_crc, msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp, born_addr,
+            born_host[1], 0, store_addr, store_host[1], msg.reconsume_times, msg.prepared_transaction_offset, body_len,
+        )  # fmt: skip
+        parts += (head, body, topic_part, _I16.pack(props_len), props)
+        sizes.append(total)
+        ts_positions.append(68 if born_v6 else 56)
+        msg.sys_flag = sys_flag
+        msg.body_crc = body_crc
+        msg.magic = magic
+        msg.store_size = total
+        msg.properties_bytes = props
+    return EncodedRecords(_EMPTY.join(parts), sizes, ts_positions, from_dict)
 
 
 def encode_record(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:
     """Encode *msg* as one CommitLog record, every field taken from the message.
 
-    The same encoder as the append path (:func:`prepare_record`), written into a
-    new buffer.
+    The same encoder as the append path (:func:`encode_records`), into a new buffer.
     """
-    prep = prepare_record(msg, allow_v2=allow_v2)
-    buf = bytearray(prep.total)
-    prep.write_into(buf, 0, msg.queue_offset, msg.commit_log_offset, msg.store_timestamp)
-    return buf
+    enc = encode_records((msg,), allow_v2=allow_v2)
+    enc.patch(msg.queue_offset, 0, msg.commit_log_offset, msg.store_timestamp)
+    return enc.data
 
 
 def patch_record(buf: bytearray | memoryview, pos: int, queue_offset: int, physical_offset: int,
                  store_timestamp: int, sys_flag: int) -> None:  # fmt: skip
     """Fill in the three fields known only at append time of an encoded record."""
-    _I64.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset)
-    _I64.pack_into(buf, pos + PHYSICAL_OFFSET_POS, physical_offset)
+    _QUEUE_AND_PHYSICAL_OFFSET.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset, physical_offset)
     _I64.pack_into(buf, pos + store_timestamp_pos(sys_flag), store_timestamp)
 
 

@@ -21,9 +21,9 @@ follows the commit log from its first record, done as two Spark stages:
 The result is byte for byte what the store's dispatch writes (index file names
 are creation times, so they differ; contents do not), including its quirks: a
 store with records but no keys has one empty index file, and a last index file
-filled exactly is followed by an empty one when a later dispatch batch
-(:data:`~rocketq.store.message_store.DISPATCH_BATCH` records of a commit-log
-file) asks for a writable file.
+filled exactly is followed by an empty one when any record comes after the one
+whose key filled it (Java's ``buildIndex`` looks the last file up for every
+record).
 
 The new files are built under ``DIR/.rebuild-<id>/`` and swapped in for
 ``consumequeue/`` and ``index/`` only when every task has succeeded; the
@@ -64,7 +64,6 @@ from rocketq.store.commit_log import CommitLog
 from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rocketq.store.index_file import IndexFile
 from rocketq.store.index_service import time_file_name
-from rocketq.store.message_store import DISPATCH_BATCH
 from rocketq.store.store_config import MessageStoreConfig
 from rocketq.store.store_lock import StoreLock
 
@@ -323,8 +322,8 @@ def plan_index(results: list[DecodeResult], tasks: list[DecodeTask], staging: st
     if records == 0:
         return []
     n_files = max(1, -(-total // per_file))
-    if total and total % per_file == 0 and _batch_after_last_key(results, tasks):
-        n_files += 1  # the next dispatch batch finds the last file full and creates one more
+    if total and total % per_file == 0 and _record_after_last_key(results):
+        n_files += 1  # the next record finds the last file full and creates one more
     keys_at = _key_reader(staging, parts)
     now = _dt.datetime.now()
     out = []
@@ -350,24 +349,13 @@ def _key_reader(staging: str, parts: list[tuple[int, int, int]]) -> Any:
     return at
 
 
-def _batch_after_last_key(results: list[DecodeResult], tasks: list[DecodeTask]) -> bool:
-    """Whether a dispatch batch starts after the one holding the record with the last key.
-
-    The store's dispatch cuts each commit-log file into batches of DISPATCH_BATCH records.
-    """
-    ordinal_in_file: dict[int, int] = {}  # decode task no -> records before it in its file
-    seen: dict[str, int] = {}
-    for t, r in zip(tasks, results, strict=True):
-        ordinal_in_file[t.no] = seen.get(t.range.file.path, 0)
-        seen[t.range.file.path] = seen.get(t.range.file.path, 0) + r.records
+def _record_after_last_key(results: list[DecodeResult]) -> bool:
+    """Whether any record follows the one with the last key: Java's ``buildIndex`` for it looks the last file up
+    and, finding it full, creates an empty one (results are in commit-log order)."""
     last = max((r for r in results if r.last_key_record >= 0), key=lambda r: r.no)
-    task = tasks[last.no]
-    ordinal = ordinal_in_file[last.no] + last.last_key_record
-    batch_end = (ordinal // DISPATCH_BATCH + 1) * DISPATCH_BATCH
-    if seen[task.range.file.path] > batch_end:
+    if last.records > last.last_key_record + 1:
         return True
-    later_files = {t.range.file.path for t in tasks if t.range.file.start > task.range.file.start}
-    return any(seen.get(p, 0) > 0 for p in later_files)
+    return any(r.records > 0 for r in results if r.no > last.no)
 
 
 def _check_contiguous(results: list[DecodeResult], tasks: list[DecodeTask]) -> None:

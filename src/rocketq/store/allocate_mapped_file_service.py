@@ -66,6 +66,7 @@ class AllocateMappedFileService:
         self._queue: deque[AllocateRequest] = deque()
         self._cond = threading.Condition()
         self._stopped = False
+        self._busy = False  # a file is being made or touched
         self._thread: threading.Thread | None = None
         self.files_made = 0
 
@@ -125,14 +126,22 @@ class AllocateMappedFileService:
         return req.mapped_file
 
     # --- the thread --------------------------------------------------------------------
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until no file is being made or touched (benchmarks time the steady state after it)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._stopped or (not self._queue and not self._busy), timeout)
+
     def _run(self) -> None:
         while True:
             with self._cond:
+                self._busy = False
+                self._cond.notify_all()
                 while not self._queue and not self._stopped:
                     self._cond.wait()
                 if self._stopped:
                     return
                 req = self._queue.popleft()
+                self._busy = True
             try:
                 req.mapped_file = mf = self._make(req)
                 self.files_made += 1

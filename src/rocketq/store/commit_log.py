@@ -5,22 +5,27 @@ Every message of every topic is appended to one run of mapped files under
 current file ends that file with a BLANK record (i32 free length, i32
 0xCBD43194) and goes to the next file, so a record never spans two files.
 
-Queue offsets are assigned here, under the put lock, from the in-memory table
-``topic_queue_table`` (``"<topic>-<queueId>"`` → next offset) that start-up
-rebuilds from the consume queues. Records are encoded by
-:func:`rocketq.common.codec.encode_record` (the one encoder) outside the lock;
-only the three append-time fields are patched under it.
+One append path serves single puts and batches (:meth:`CommitLog._put`):
+records are encoded by :func:`rocketq.common.codec.prepare_record` (the one
+encoder) and joined into one buffer outside the lock; under the put lock the
+queue offsets are assigned from the in-memory table ``topic_queue_table``
+(``"<topic>-<queueId>"`` → next offset, rebuilt from the consume queues at
+start-up), the three append-time fields are filled in, and the buffer goes into
+the mapped file with one slice assignment. While dispatch runs, each record
+appended also leaves a dispatch row (:mod:`rocketq.store.dispatch`) in
+``handoff``, so the reput service need not parse back what was just encoded.
 """
 
 from __future__ import annotations
 
+import mmap
 import struct
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from enum import Enum
+
+import numpy as np
 
 from rocketq.common.codec import (
     BLANK_MAGIC_CODE,
@@ -28,16 +33,15 @@ from rocketq.common.codec import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     SYSFLAG_POS,
-    PreparedRecord,
     PropertiesTooLongError,
     RecordInfo,
     check_record,
     encode_blank,
-    prepare_record,
+    encode_records,
     read_size_and_magic,
     store_timestamp_pos,
 )
-from rocketq.common.javacompat import hashmap_order, java_string_hash
+from rocketq.common.javacompat import decode_utf8_java, hashmap_order, java_hashes_of_ranges, java_string_hash
 from rocketq.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -46,19 +50,31 @@ from rocketq.common.message import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    HostPort,
     MessageExt,
+    string_to_properties,
     transaction_type,
 )
 from rocketq.common.message_id import create_offset_message_id
+from rocketq.store.dispatch import DispatchBatch, DispatchRequest, empty_properties
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
+from rocketq.store.record_scan import (
+    PropertyValues,
+    RecordRun,
+    find_dispatch_properties,
+    pick_dispatch_properties_of_raws,
+    same_topic,
+    split_key_tokens,
+    walk_records,
+)
 from rocketq.store.recovery import RecoveryDispatch, RecoveryReport, scan_commit_log
 from rocketq.store.store_config import MessageStoreConfig
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-HANDOFF_LIMIT = 1 << 16
+HANDOFF_LIMIT = 1 << 16  # rows kept for the reput service at most (beyond that it parses the records)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
@@ -76,41 +92,70 @@ class PutMessageStatus(Enum):
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
 
-@dataclass(slots=True)
-class PutMessageResult:
-    """Outcome of a put: status plus what ``AppendMessageResult`` reports."""
+_ID_PREFIXES: dict[HostPort, str] = {}
 
-    status: PutMessageStatus
-    wrote_offset: int = -1
-    wrote_bytes: int = 0
-    msg_id: str = ""
-    store_timestamp: int = 0
-    logics_offset: int = -1
-    msg_num: int = 0
-    msg_ids: list[str] = field(default_factory=list)
-    error: str = ""
+
+def offset_message_id(store_host: HostPort, offset: int) -> str:
+    """The offset message id (§3.10), with the hex of host and port made once per host."""
+    prefix = _ID_PREFIXES.get(store_host)
+    if prefix is None:
+        prefix = create_offset_message_id(store_host, 0)[:-16]
+        if len(_ID_PREFIXES) < 1024:
+            _ID_PREFIXES[store_host] = prefix
+    return f"{prefix}{offset & 0xFFFFFFFFFFFFFFFF:016X}"
+
+
+class PutMessageResult:
+    """Outcome of a put: status plus what ``AppendMessageResult`` reports.
+
+    The offset message ids of appended records are made when first asked for
+    (``msg_id``, ``msg_ids``), from the store hosts and offsets kept here.
+    """
+
+    __slots__ = ("_ids", "_records", "error", "logics_offset", "msg_num", "status", "store_timestamp",
+                 "wrote_bytes", "wrote_offset")  # fmt: skip
+
+    def __init__(self, status: PutMessageStatus, wrote_offset: int = -1, wrote_bytes: int = 0, msg_id: str = "",
+                 store_timestamp: int = 0, logics_offset: int = -1, msg_num: int = 0,
+                 msg_ids: list[str] | None = None, error: str = "",
+                 records: Sequence[tuple[HostPort, int]] | None = None) -> None:  # fmt: skip
+        self.status = status
+        self.wrote_offset = wrote_offset
+        self.wrote_bytes = wrote_bytes
+        self.store_timestamp = store_timestamp
+        self.logics_offset = logics_offset
+        self.msg_num = msg_num
+        self.error = error
+        self._records = records  # (store host, offset) of each record appended
+        self._ids = msg_ids if msg_ids is not None else ([msg_id] if msg_id else None)
 
     @property
     def ok(self) -> bool:
         return self.status is PutMessageStatus.PUT_OK
 
+    @property
+    def msg_ids(self) -> list[str]:
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = [offset_message_id(h, o) for h, o in self._records or ()]
+        return ids
 
-@dataclass(slots=True)
-class DispatchRequest:
-    """A record as the dispatchers (consume queue, index) see it."""
+    @msg_ids.setter
+    def msg_ids(self, ids: list[str]) -> None:
+        self._ids = ids
 
-    topic: str
-    queue_id: int
-    commit_log_offset: int
-    msg_size: int
-    tags_code: int
-    store_timestamp: int
-    consume_queue_offset: int
-    keys: str | None
-    uniq_key: str | None
-    sys_flag: int
-    prepared_transaction_offset: int
-    properties: dict[str, str]
+    @property
+    def msg_id(self) -> str:
+        return ",".join(self.msg_ids)
+
+    @msg_id.setter
+    def msg_id(self, msg_id: str) -> None:
+        self._ids = msg_id.split(",") if msg_id else []
+
+    def __repr__(self) -> str:
+        return (f"PutMessageResult({self.status.name}, wrote_offset={self.wrote_offset}, "
+                f"wrote_bytes={self.wrote_bytes}, logics_offset={self.logics_offset}, msg_num={self.msg_num}"
+                + (f", error={self.error!r})" if self.error else ")"))  # fmt: skip
 
 
 def now_ms() -> int:
@@ -129,11 +174,11 @@ class CommitLog:
         self.put_lock = threading.Lock()
         self.delay_level_table = config.delay_level_table()
         self.max_delay_level = max(self.delay_level_table, default=0)
-        # Dispatch requests of records just appended, in commit-log order, for the reput
-        # service to take instead of parsing the bytes back (None: reput parses everything).
-        self.dispatch_handoff: deque[DispatchRequest] | None = None
+        # Dispatch rows of the records just appended, in commit-log order (None: no hand-off);
+        # the reput service takes them with take_handoff().
+        self.handoff: list[tuple[object, ...]] | None = None
         self._tag_codes: dict[str, int] = {}
-        self._id_prefixes: dict[tuple[str, int], str] = {}
+        self._topic_names: dict[bytes, str] = {}  # topic bytes as stored -> topic
         # Called after each successful append with the end offset (flush/dispatch wake-ups).
         self.on_append: Callable[[int], None] | None = None
 
@@ -186,58 +231,86 @@ class CommitLog:
         msg.queue_id = level - 1
 
     def put_message(self, msg: MessageExt) -> PutMessageResult:
-        """Append one message: the common case, without a batch's bookkeeping."""
+        """Append one message (delayed messages go to ``SCHEDULE_TOPIC_XXXX``)."""
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is open read-only")
-        self._delay_rewrite(msg)
-        from_dict = msg.properties_bytes is None
-        prep = self._prepare(msg)
-        if isinstance(prep, PutMessageResult):
-            return prep
-        total = prep.total
-        key = f"{msg.topic}-{msg.queue_id}"
-        counts = msg.sys_flag & TRANSACTION_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
-        handoff = self.dispatch_handoff
-        with self.put_lock:
-            store_ts = now_ms()
-            mf = self._writable_file(total)
-            if mf is None:
-                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot create a file")
-            qo = self.topic_queue_table.get(key, 0) if counts else 0
-            pos = mf.wrote_position
-            phys = mf.file_from_offset + pos
-            prep.write_into(mf.mm, pos, qo, phys, store_ts)
-            msg.queue_offset, msg.commit_log_offset, msg.store_timestamp = qo, phys, store_ts
-            if handoff is not None and from_dict and len(handoff) < HANDOFF_LIMIT:
-                handoff.append(self._request_of(msg, total))
-            mf.wrote_position = mf.committed_position = pos + total
-            mf.store_timestamp = store_ts
-            if counts:
-                self.topic_queue_table[key] = qo + 1
-        if self.on_append is not None:
-            self.on_append(phys + total)
-        msg_id = self._msg_id(msg.store_host, phys)
-        return PutMessageResult(PutMessageStatus.PUT_OK, phys, total, msg_id, store_ts, qo, 1, [msg_id])
+        if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
+            self._delay_rewrite(msg)
+        return self._put((msg,))
 
-    def _prepare(self, m: MessageExt) -> PreparedRecord | PutMessageResult:
-        """Encode *m* for appending, or say why it cannot be stored."""
+    def put_messages(self, msgs: list[MessageExt], *, batch: bool = True) -> PutMessageResult:
+        """Append a producer batch (one topic and queue) as consecutive records.
+
+        The records share one store timestamp and move to the next file as a
+        whole when they do not fit the current one. Batches are never delayed.
+        """
+        if self.read_only:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is open read-only")
+        if not batch and len(msgs) == 1:
+            return self.put_message(msgs[0])
+        return self._put(msgs)
+
+    def _put(self, msgs: Sequence[MessageExt]) -> PutMessageResult:
+        """Append *msgs* (one topic and queue, one transaction type) as consecutive records.
+
+        The one append path: encode them into one buffer outside the lock; under it
+        assign the queue offsets and the store time, fill them in, copy the buffer
+        into the last file with one slice assignment and leave the dispatch rows.
+        """
         try:
-            prep = prepare_record(m)
+            enc = encode_records(msgs)
         except PropertiesTooLongError as e:
             return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, error=str(e))
         except ValueError as e:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(e))
-        if prep.total > self.config.max_message_size:
+        max_size = self.config.max_message_size
+        if max(enc.sizes) > max_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    error=f"message of {max(enc.sizes)} bytes exceeds maxMessageSize {max_size}")
+        total = enc.total
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL,
-                error=f"message of {prep.total} bytes exceeds maxMessageSize {self.config.max_message_size}",
+                error=f"{total} bytes do not fit a commit-log file of {self.file_size} bytes",
             )
-        if prep.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                error=f"{prep.total} bytes do not fit a commit-log file of {self.file_size} bytes",
-            )
-        return prep
+        first = msgs[0]
+        key = f"{first.topic}-{first.queue_id}"
+        # PREPARED and ROLLBACK records take queue offset 0 and do not advance the queue.
+        step = 0 if first.sys_flag & TRANSACTION_PREPARED_TYPE else 1
+        files = self.mapped_file_queue.files
+        with self.put_lock:
+            store_ts = time.time_ns() // 1_000_000
+            mf = files[-1] if files else None
+            if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+                mf = self._writable_file(total)
+                if mf is None:
+                    return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot create a file")
+            qo = queue_offset = self.topic_queue_table.get(key, 0) if step else 0
+            pos = mf.wrote_position
+            phys = wrote_offset = mf.file_from_offset + pos
+            enc.patch(qo, step, phys, store_ts)
+            rows = self.handoff
+            if rows is not None and len(rows) >= HANDOFF_LIMIT:
+                rows = None  # the reput service is far behind: it parses these records
+            for m, size, from_dict in zip(msgs, enc.sizes, enc.from_dict, strict=True):
+                m.queue_offset, m.commit_log_offset, m.store_timestamp = qo, phys, store_ts
+                if rows is not None and from_dict:
+                    rows.append(self._row(m, size))
+                phys += size
+                qo += step
+            mf.mm[pos : pos + total] = enc.data
+            mf.wrote_position = mf.committed_position = pos + total
+            mf.store_timestamp = store_ts
+            if step:
+                self.topic_queue_table[key] = qo
+        if self.on_append is not None:
+            self.on_append(phys)
+        if len(msgs) == 1:
+            records: Sequence[tuple[HostPort, int]] = ((first.store_host, wrote_offset),)
+        else:
+            records = [(m.store_host, m.commit_log_offset) for m in msgs]
+        return PutMessageResult(PutMessageStatus.PUT_OK, wrote_offset, total, "", store_ts, queue_offset, len(msgs),
+                                None, "", records)  # fmt: skip
 
     def _writable_file(self, total: int) -> MappedFile | None:
         """The file to append *total* bytes to (under the put lock).
@@ -259,83 +332,28 @@ class CommitLog:
             mf = mfq.get_last_mapped_file(0)
         return mf
 
-    def put_messages(self, msgs: list[MessageExt], *, batch: bool = True) -> PutMessageResult:
-        """Append a producer batch as consecutive records.
+    def _row(self, m: MessageExt, size: int) -> tuple[object, ...]:
+        """The dispatch row of a record just appended, from the message in hand.
 
-        The records share one store timestamp and move to the next file as a
-        whole when they do not fit the current one. Batches are never delayed.
-        """
-        if self.read_only:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is open read-only")
-        if not batch and len(msgs) == 1:
-            return self.put_message(msgs[0])
-        prepared: list[PreparedRecord] = []
-        fast: list[bool] = []
-        total = 0
-        for m in msgs:
-            from_dict = m.properties_bytes is None
-            prep = self._prepare(m)
-            if isinstance(prep, PutMessageResult):
-                return prep
-            prepared.append(prep)
-            fast.append(from_dict)
-            total += prep.total
-        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                error=f"{total} bytes do not fit a commit-log file of {self.file_size} bytes",
-            )
-        first = msgs[0]
-        key = f"{first.topic}-{first.queue_id}"
-        counts = first.sys_flag & TRANSACTION_MASK in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
-        handoff = self.dispatch_handoff
-        with self.put_lock:
-            store_ts = now_ms()
-            mf = self._writable_file(total)
-            if mf is None:
-                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot create a file")
-            queue_offset = self.topic_queue_table.get(key, 0) if counts else 0
-            pos = mf.wrote_position
-            base_phys = phys = mf.file_from_offset + pos
-            mm = mf.mm
-            qo = queue_offset
-            for m, prep, from_dict in zip(msgs, prepared, fast, strict=True):
-                prep.write_into(mm, pos, qo, phys, store_ts)
-                m.queue_offset, m.commit_log_offset, m.store_timestamp = qo, phys, store_ts
-                if handoff is not None and from_dict and len(handoff) < HANDOFF_LIMIT:
-                    handoff.append(self._request_of(m, prep.total))
-                pos += prep.total
-                phys += prep.total
-                if counts:
-                    qo += 1
-            mf.wrote_position = mf.committed_position = pos
-            mf.store_timestamp = store_ts
-            if counts:
-                self.topic_queue_table[key] = qo
-        if self.on_append is not None:
-            self.on_append(phys)
-        ids = [self._msg_id(m.store_host, m.commit_log_offset) for m in msgs]
-        return PutMessageResult(
-            PutMessageStatus.PUT_OK, wrote_offset=base_phys, wrote_bytes=total, msg_id=",".join(ids),
-            store_timestamp=store_ts, logics_offset=queue_offset, msg_num=len(msgs), msg_ids=ids,
-        )  # fmt: skip
-
-    def _request_of(self, m: MessageExt, size: int) -> DispatchRequest:
-        """The dispatch request of a record just appended, from the message in hand.
-
-        Identical to what parsing the record back would give (the properties
-        were encoded from this very dict), so dispatch can skip that parse.
+        Identical to what parsing the record back gives (the properties were
+        encoded from this very dict), so dispatch can skip that parse.
         """
         props = m.properties
         tags = props.get(PROPERTY_TAGS)
         code = self._tag_code(tags) if tags else 0
         if m.topic == SCHEDULE_TOPIC:
-            code = self._schedule_tags_code(props, m.store_timestamp, code)
-        return DispatchRequest(
-            m.topic, m.queue_id, m.commit_log_offset, size, code, m.store_timestamp, m.queue_offset,
-            props.get(PROPERTY_KEYS), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), m.sys_flag,
-            m.prepared_transaction_offset, props,
-        )  # fmt: skip
+            code = self._schedule_tags_code(props.get(PROPERTY_DELAY_TIME_LEVEL), m.store_timestamp, code)
+        return (m.topic, m.queue_id, m.commit_log_offset, size, code, m.store_timestamp, m.queue_offset,
+                props.get(PROPERTY_KEYS), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), m.sys_flag,
+                m.prepared_transaction_offset, props)  # fmt: skip
+
+    def take_handoff(self) -> list[tuple[object, ...]]:
+        """The rows left since the last call (the reput service's side of the hand-off)."""
+        if not self.handoff:
+            return []
+        with self.put_lock:
+            rows, self.handoff = self.handoff, []
+        return rows
 
     def _tag_code(self, tags: str) -> int:
         code = self._tag_codes.get(tags)
@@ -345,16 +363,8 @@ class CommitLog:
                 self._tag_codes[tags] = code
         return code
 
-    def _msg_id(self, store_host: tuple[str, int], offset: int) -> str:
-        """Offset message id, with the hex of host and port computed once per host."""
-        prefix = self._id_prefixes.get(store_host)
-        if prefix is None:
-            prefix = create_offset_message_id(store_host, 0)[:-16]
-            self._id_prefixes[store_host] = prefix
-        return f"{prefix}{offset & 0xFFFFFFFFFFFFFFFF:016X}"
-
-    def _schedule_tags_code(self, props: dict[str, str], store_ts: int, default: int) -> int:
-        raw = props.get(PROPERTY_DELAY_TIME_LEVEL)
+    def _schedule_tags_code(self, raw: str | None, store_ts: int, default: int) -> int:
+        """Tag code of a ``SCHEDULE_TOPIC_XXXX`` record: its due time (§4.3 step 3); *raw* is its ``DELAY``."""
         if not raw:
             return default
         try:
@@ -399,7 +409,7 @@ class CommitLog:
         tags = props.get(PROPERTY_TAGS)
         code = self._tag_code(tags) if tags else 0
         if info.topic == SCHEDULE_TOPIC:
-            code = self._schedule_tags_code(props, info.store_timestamp, code)
+            code = self._schedule_tags_code(props.get(PROPERTY_DELAY_TIME_LEVEL), info.store_timestamp, code)
         return code
 
     def check_message_and_return_size(
@@ -416,6 +426,111 @@ class CommitLog:
             props,
         )  # fmt: skip
         return info, req
+
+    # --- dispatch from the file (reput of records not handed off, recovery) ------------------
+    def topics_of(self, mm: mmap.mmap, run: RecordRun) -> list[str]:
+        """The topic of each record of *run* (read from *mm*), decoded once per distinct topic."""
+        names = self._topic_names
+        if same_topic(mm, run):
+            a, n = int(run.topic_pos[0]), int(run.topic_len[0])
+            raw = mm[a : a + n]
+            topic = names.get(raw) or decode_utf8_java(raw)
+            return [topic] * len(run)
+        out: list[str] = []
+        append = out.append
+        for a, n in zip(run.topic_pos.tolist(), run.topic_len.tolist(), strict=True):
+            raw = mm[a : a + n]
+            topic = names.get(raw)
+            if topic is None:
+                topic = decode_utf8_java(raw)
+                if len(names) < 4096:
+                    names[raw] = topic
+            append(topic)
+        return out
+
+    def dispatch_batch_of(self, mm: mmap.mmap, run: RecordRun, topics: list[str], *,
+                          full_properties: bool = True) -> DispatchBatch:  # fmt: skip
+        """The dispatch columns of the records of *run*, read from *mm* (``checkMessageAndReturnSize``).
+
+        With *full_properties* every record's property map is parsed (a message-arrival
+        listener or a per-record dispatcher reads the requests). Otherwise ``TAGS``,
+        ``KEYS``, ``UNIQ_KEY`` and ``DELAY`` are found in the property bytes of all
+        records at once and, for ASCII text, the tag codes and the index keys are
+        hashed straight from those bytes: the batch carries ``index_keys`` and its
+        ``keys`` and ``uniq_key`` columns stay empty.
+        """
+        n = len(run)
+        store_ts = run.store_timestamp.tolist()
+        if full_properties:
+            props_col = [string_to_properties(decode_utf8_java(mm[a : a + k])) if k else {}
+                         for a, k in zip(run.props_pos.tolist(), run.props_len.tolist(), strict=True)]  # fmt: skip
+            tags = [p.get(PROPERTY_TAGS) for p in props_col]
+            keys = [p.get(PROPERTY_KEYS) for p in props_col]
+            uniqs = [p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for p in props_col]
+            delays = [p.get(PROPERTY_DELAY_TIME_LEVEL) for p in props_col]
+        else:
+            props_col = [empty_properties()] * n
+            found = find_dispatch_properties(mm, run)
+            if isinstance(found, PropertyValues):
+                return self._hashed_batch(run, topics, store_ts, found)
+            tags, keys, uniqs, delays = pick_dispatch_properties_of_raws(found)
+        codes = {t: self._tag_code(t) if t else 0 for t in set(tags)}
+        tags_codes = list(map(codes.__getitem__, tags))
+        if SCHEDULE_TOPIC in topics:
+            for i, topic in enumerate(topics):
+                if topic == SCHEDULE_TOPIC:
+                    tags_codes[i] = self._schedule_tags_code(delays[i], store_ts[i], tags_codes[i])
+        return DispatchBatch(topics, run.queue_id.tolist(), run.phys, run.size, tags_codes, store_ts,
+                             run.queue_offset, keys, uniqs, run.sys_flag, run.prepared_offset, props_col)  # fmt: skip
+
+    def _hashed_batch(self, run: RecordRun, topics: list[str], store_ts: list[int],
+                      found: PropertyValues) -> DispatchBatch:  # fmt: skip
+        """:meth:`dispatch_batch_of` for ASCII property text: tag codes and index keys hashed from the bytes."""
+        n = len(run)
+        data = found.data
+        records, starts, ends = found.values["TAGS"]
+        tags_codes = np.zeros(n, dtype=np.int64)
+        codes = java_hashes_of_ranges(data, starts, ends).astype(np.int64)
+        tags_codes[records] = np.where(codes >= 1 << 31, codes - (1 << 32), codes)  # String.hashCode is signed
+        if SCHEDULE_TOPIC in topics:
+            delays = found.strings("DELAY")
+            for i, topic in enumerate(topics):
+                if topic == SCHEDULE_TOPIC:
+                    tags_codes[i] = self._schedule_tags_code(delays[i], store_ts[i], int(tags_codes[i]))
+        uniq_records, uniq_starts, uniq_ends = found.values["UNIQ_KEY"]
+        key_records, key_starts, key_ends = split_key_tokens(found, *found.values["KEYS"])
+        # Hashed apart: UNIQ_KEYs all have one length, tokens have their own.
+        hashes = np.concatenate((java_hashes_of_ranges(data, uniq_starts, uniq_ends),
+                                 java_hashes_of_ranges(data, key_starts, key_ends)))  # fmt: skip
+        index_keys = (np.concatenate((uniq_records, key_records)), hashes,
+                      np.concatenate((uniq_ends - uniq_starts, key_ends - key_starts)))  # fmt: skip
+        nothing: list[str | None] = [None] * n
+        return DispatchBatch(topics, run.queue_id.tolist(), run.phys, run.size, tags_codes, store_ts,
+                             run.queue_offset, nothing, nothing, run.sys_flag, run.prepared_offset,
+                             [empty_properties()] * n, index_keys=index_keys)  # fmt: skip
+
+    def read_dispatch_batch(self, offset: int, stop: int, max_records: int, *,
+                            full_properties: bool) -> tuple[DispatchBatch | None, int]:  # fmt: skip
+        """Records from *offset* (a record start) up to *stop* or the readable end of that file, at most
+        *max_records*, for dispatch (no CRC; a record whose lengths disagree is walked over, as the
+        reput does). Returns the batch (None when no record) and the offset after the records walked:
+        the next file's start after a BLANK, *offset* itself when a bad record stops the walk.
+        """
+        found = self.get_data(offset)
+        if found is None:
+            return None, offset
+        mf, pos = found
+        base = mf.file_from_offset
+        readable = mf.read_position()
+        if pos >= readable:
+            return None, self.roll_next_file(offset) if readable >= mf.file_size else offset
+        mm = mf.mm
+        run = walk_records(mm, pos, min(readable, stop - base), check_crc=False, max_records=max_records,
+                           skip_invalid=True, base=base)  # fmt: skip
+        end = self.roll_next_file(base + run.end) if run.blank else base + run.end
+        if not len(run):
+            return None, end
+        return self.dispatch_batch_of(mm, run, self.topics_of(mm, run), full_properties=full_properties), end
 
     def scan(
         self, from_offset: int, check_crc: bool = False
@@ -447,29 +562,32 @@ class CommitLog:
                 return
 
     # --- recovery ------------------------------------------------------------------------
-    def _recover_from(self, index: int, check_crc: bool,
-                      dispatch: Callable[[DispatchRequest], None] | RecoveryDispatch | None,
-                      progress: Callable[[int], None] | None = None,
-                      report: RecoveryReport | None = None) -> int:  # fmt: skip
-        """Scan from file *index* (CRC checked); return the end of valid data (see :mod:`.recovery`)."""
+    def _recover_from(self, index: int, check_crc: bool, dispatch: RecoveryDispatch | None,
+                      progress: Callable[[int], None] | None = None, report: RecoveryReport | None = None,
+                      record_offsets: Callable[[int], np.ndarray] | None = None) -> int:  # fmt: skip
+        """Scan from file *index* (CRC checked); return the end of valid data (see :mod:`.recovery`).
+
+        *record_offsets* (from the consume queues, see ``MessageStore``) gives, for a
+        start offset, the sorted offsets of the records known from there on: hints
+        that let the scan follow runs of records with numpy.
+        """
+        start = self.mapped_file_queue.files[index].file_from_offset
         if report is not None:
-            report.scan_start_offset = self.mapped_file_queue.files[index].file_from_offset
-        if dispatch is not None and not isinstance(dispatch, RecoveryDispatch):
-            one = dispatch
-            dispatch = RecoveryDispatch(lambda reqs: [one(r) for r in reqs], {}, 0)  # every record
-        return scan_commit_log(self, index, check_crc, dispatch, progress, report)
+            report.scan_start_offset = start
+        hints = record_offsets(start) if record_offsets is not None else None
+        return scan_commit_log(self, index, check_crc, dispatch, progress, report, hints)
 
     def recover_normally(self, max_phy_offset_of_cq: int, truncate_cq: Callable[[int], None],
                          destroy_cq: Callable[[], None],
-                         progress: Callable[[int], None] | None = None,
-                         report: RecoveryReport | None = None) -> int:  # fmt: skip
+                         progress: Callable[[int], None] | None = None, report: RecoveryReport | None = None,
+                         record_offsets: Callable[[int], np.ndarray] | None = None) -> int:  # fmt: skip
         files = self.mapped_file_queue.files
         if not files:
             self.mapped_file_queue.set_flushed_and_committed(0)
             destroy_cq()
             return 0
         index = max(0, len(files) - 3)
-        end = self._recover_from(index, self.config.check_crc_on_recover, None, progress, report)
+        end = self._recover_from(index, self.config.check_crc_on_recover, None, progress, report, record_offsets)
         self._truncate_to(end, report)
         if max_phy_offset_of_cq >= end:
             truncate_cq(end)
@@ -492,17 +610,18 @@ class CommitLog:
         return max(index, 0)
 
     def recover_abnormally(self, max_phy_offset_of_cq: int, min_timestamp: int,
-                           dispatch: Callable[[DispatchRequest], None] | RecoveryDispatch,
+                           dispatch: RecoveryDispatch,
                            truncate_cq: Callable[[int], None], destroy_cq: Callable[[], None],
-                           progress: Callable[[int], None] | None = None,
-                           report: RecoveryReport | None = None) -> int:  # fmt: skip
+                           progress: Callable[[int], None] | None = None, report: RecoveryReport | None = None,
+                           record_offsets: Callable[[int], np.ndarray] | None = None) -> int:  # fmt: skip
         files = self.mapped_file_queue.files
         if not files:
             self.mapped_file_queue.set_flushed_and_committed(0)
             destroy_cq()
             return 0
         index = self.abnormal_recovery_start(min_timestamp)
-        end = self._recover_from(index, self.config.check_crc_on_recover, dispatch, progress, report)
+        end = self._recover_from(index, self.config.check_crc_on_recover, dispatch, progress, report,
+                                 record_offsets)  # fmt: skip
         self._truncate_to(end, report)
         if max_phy_offset_of_cq >= end:
             truncate_cq(end)
@@ -535,4 +654,5 @@ __all__ = [
     "DispatchRequest",
     "PutMessageResult",
     "PutMessageStatus",
+    "offset_message_id",
 ]

@@ -29,6 +29,8 @@ CQ_STORE_UNIT_SIZE = 20
 CQ_UNIT = struct.Struct(">qiq")
 CQ_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 FILLER_SIZE = 0x7FFFFFFF
+SMALL_RUN = 8  # put_units writes fewer units than this one by one
+_STEPS = np.arange(4096, dtype=np.int64)
 _FILLER = CQ_UNIT.pack(0, FILLER_SIZE, 0)
 
 
@@ -106,6 +108,21 @@ class ConsumeQueue:
         else:
             self.min_logic_offset = first.file_from_offset + len(units) * CQ_STORE_UNIT_SIZE
 
+    def record_offsets_from(self, phy_offset: int) -> np.ndarray:
+        """Commit-log offsets (int64, in order) of the units from the first pointing at or past *phy_offset*."""
+        parts = []
+        for mf in reversed(self.queue.files):
+            end = mf.read_position() - mf.read_position() % CQ_STORE_UNIT_SIZE
+            if end <= 0:
+                continue
+            phys = np.frombuffer(mf.mm[:end], dtype=CQ_DTYPE)["phys"].astype(np.int64)
+            parts.append(phys[phys >= phy_offset])
+            if int(phys[0]) < phy_offset:
+                break  # earlier files point further back still
+        if not parts:
+            return np.empty(0, dtype=np.int64)
+        return np.concatenate(parts[::-1])
+
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         """Drop every unit that points at or beyond *phy_offset* (§11.5)."""
         self.max_physic_offset = -1
@@ -160,42 +177,52 @@ class ConsumeQueue:
         self.max_physic_offset = phys + size
         return True
 
-    def put_message_position_infos(self, phys: list[int], sizes: list[int], tags: list[int],
-                                   cq_offsets: list[int]) -> None:  # fmt: skip
-        """Append many units in queue order; the same bytes as one
-        :meth:`put_message_position_info` call each.
+    def put_units(self, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray, cq_offsets: np.ndarray) -> None:
+        """Append the units of many records of this queue, in queue order (int64 arrays).
 
-        When the units continue the last file exactly and fit in it (the normal case
-        during dispatch) they are written as one numpy block; anything else (replays,
-        a file boundary, a queue's first file) goes unit by unit.
+        The same bytes as one :meth:`put_message_position_info` call per unit. Units
+        already built are dropped first (rule 1 of §4.5: their ends only grow); a run
+        of units that continues the last file exactly goes in with one write, as much
+        of it as the file holds; a unit that does not (the first of a file or of the
+        queue, one after a gap) goes alone through :meth:`put_message_position_info`.
         """
         n = len(phys)
-        i = 0
-        while i < n and phys[i] + sizes[i] <= self.max_physic_offset:
-            i += 1  # already built
-        if i == n:
+        if n <= SMALL_RUN:  # numpy's fixed costs outweigh its speed: unit by unit
+            for args in zip(phys.tolist(), sizes.tolist(), tags.tolist(), cq_offsets.tolist(), strict=True):
+                self.put_message_position_info(*args)
             return
-        mf = self.queue.last()
-        count = n - i
-        if (
-            mf is not None
-            and cq_offsets[i] * CQ_STORE_UNIT_SIZE == mf.file_from_offset + mf.wrote_position
-            and cq_offsets[-1] - cq_offsets[i] == count - 1
-            and mf.wrote_position + count * CQ_STORE_UNIT_SIZE <= self.mapped_file_size
-            and phys[-1] + sizes[-1] > self.max_physic_offset
-        ):
-            block = np.empty(count, dtype=CQ_DTYPE)
-            block["phys"] = phys[i:]
-            block["size"] = sizes[i:]
-            block["tags"] = tags[i:]
-            pos = mf.wrote_position
-            end = pos + count * CQ_STORE_UNIT_SIZE
-            mf.mm[pos:end] = block.tobytes()
-            mf.wrote_position = mf.committed_position = end
-            self.max_physic_offset = phys[-1] + sizes[-1]
-            return
-        for j in range(i, n):
-            self.put_message_position_info(phys[j], sizes[j], tags[j], cq_offsets[j])
+        ends = phys + sizes
+        i = int(np.searchsorted(ends, self.max_physic_offset, side="right"))
+        unit = CQ_STORE_UNIT_SIZE
+        while i < n:
+            mf = self.queue.last()
+            if mf is not None:
+                pos = mf.wrote_position
+                room = (self.mapped_file_size - pos) // unit
+                if room > 0 and int(cq_offsets[i]) * unit == mf.file_from_offset + pos:
+                    seg = cq_offsets[i : i + room]
+                    steps = seg - seg[0] == _STEPS[: len(seg)] if len(seg) <= len(_STEPS) else \
+                        seg - seg[0] == np.arange(len(seg))  # fmt: skip
+                    count = len(seg) if bool(steps.all()) else int(np.argmin(steps))
+                    j = i + count
+                    block = np.empty(count, dtype=CQ_DTYPE)
+                    block["phys"] = phys[i:j]
+                    block["size"] = sizes[i:j]
+                    block["tags"] = tags[i:j]
+                    end = pos + count * unit
+                    mf.mm[pos:end] = block.tobytes()
+                    mf.wrote_position = mf.committed_position = end
+                    self.max_physic_offset = int(ends[j - 1])
+                    i = j
+                    continue
+            self.put_message_position_info(int(phys[i]), int(sizes[i]), int(tags[i]), int(cq_offsets[i]))
+            i += 1
+
+    def put_message_position_infos(self, phys: list[int], sizes: list[int], tags: list[int],
+                                   cq_offsets: list[int]) -> None:  # fmt: skip
+        """:meth:`put_units` for lists."""
+        self.put_units(np.asarray(phys, dtype=np.int64), np.asarray(sizes, dtype=np.int64),
+                       np.asarray(tags, dtype=np.int64), np.asarray(cq_offsets, dtype=np.int64))  # fmt: skip
 
     def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:
         n = (until_where % self.mapped_file_size) // CQ_STORE_UNIT_SIZE

@@ -3,14 +3,15 @@
 Mirrors the inner services of ``store/CommitLog.java`` and
 ``DefaultMessageStore.FlushConsumeQueueService`` (store-format §6, §10, §13):
 
-- :class:`GroupCommitService` (``flushDiskType=SYNC_FLUSH``): a put hands in a
-  :class:`GroupCommitRequest` for the end offset of its record and waits; a
-  flush round takes every request queued so far, flushes once up to the largest
-  end (one fdatasync per file touched, during which more puts queue up: the
-  group commit) and completes each request with ``PUT_OK`` — or
-  ``FLUSH_DISK_TIMEOUT`` when the flush failed. A waiter blocks on a lock of
-  its own (no polling), a ``concurrent.futures.Future`` or an asyncio future.
-  The rounds run on the service's own thread, so a put whose disk hangs still
+- :class:`GroupCommitService` (``flushDiskType=SYNC_FLUSH``): a put joins the
+  next flush round and waits; a round takes every waiter that joined so far,
+  flushes all that was appended (one fdatasync per file touched, during which
+  more puts join the next round: the group commit) and ends each wait with
+  ``PUT_OK`` — or ``FLUSH_DISK_TIMEOUT`` when the flush failed or took longer
+  than ``syncFlushTimeout``. A blocking put waits on a lock of its own, a
+  ``concurrent.futures.Future`` is completed by the service, and the tasks of
+  one asyncio loop share one future per round (no polling anywhere). The
+  rounds run on the service's own thread, so a put whose disk hangs still
   returns after ``syncFlushTimeout`` (a put that ran the fdatasync itself
   could not).
 - :class:`FlushRealTimeService` (``ASYNC_FLUSH``): every
@@ -44,7 +45,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from queue import Empty, SimpleQueue
 
 from rocketq.store.checkpoint import StoreCheckpoint
 from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
@@ -107,24 +107,17 @@ class ServiceThread:
 
 
 class GroupCommitRequest:
-    """One put waiting until the commit log is on disk up to ``next_offset``.
+    """A put waiting, blocked or through a ``concurrent.futures.Future``, until the commit log is on disk
+    up to ``next_offset`` (``GroupCommitRequest``)."""
 
-    Three ways to wait: :meth:`wait` (a blocking put; a lock of its own), a
-    ``concurrent.futures.Future`` (``future``), or an asyncio future of the
-    event loop ``loop`` (resolved in that loop's thread, one hand-over per
-    round and loop).
-    """
-
-    __slots__ = ("_lock", "future", "loop", "next_offset", "result", "status")
+    __slots__ = ("_lock", "future", "next_offset", "result", "status")
 
     def __init__(self, next_offset: int, result: PutMessageResult | None = None,
-                 future: Future[PutMessageResult] | asyncio.Future[PutMessageResult] | None = None,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:  # fmt: skip
+                 future: Future[PutMessageResult] | None = None) -> None:  # fmt: skip
         self.next_offset = next_offset
         self.status: PutMessageStatus | None = None
         self.result = result
         self.future = future
-        self.loop = loop
         self._lock: threading.Lock | None = None
         if future is None:
             lock = threading.Lock()
@@ -132,15 +125,14 @@ class GroupCommitRequest:
             self._lock = lock
 
     def complete(self, status: PutMessageStatus) -> None:
-        """Complete a blocking or concurrent-future request (asyncio ones go through their loop)."""
         self.status = status
         if self._lock is not None:
             self._lock.release()
         fut = self.future
-        if fut is not None and self.result is not None:
+        if fut is not None and self.result is not None and not fut.done():
             if status is not PutMessageStatus.PUT_OK:
                 self.result.status = status
-            fut.set_result(self.result)  # type: ignore[arg-type]
+            fut.set_result(self.result)
 
     def wait(self, timeout_s: float) -> PutMessageStatus:
         """Block until flushed; ``FLUSH_DISK_TIMEOUT`` after *timeout_s* (the data stays queued)."""
@@ -150,21 +142,43 @@ class GroupCommitRequest:
         return PutMessageStatus.FLUSH_DISK_TIMEOUT
 
 
-def _resolve_in_loop(items: list[tuple[GroupCommitRequest, PutMessageStatus]]) -> None:
-    """Runs in the event loop's thread: complete the asyncio futures of one round."""
-    for req, status in items:
-        fut = req.future
-        result = req.result
-        req.status = status
-        if fut is None or result is None or fut.done():
-            continue
-        if status is not PutMessageStatus.PUT_OK:
-            result.status = status
-        fut.set_result(result)  # type: ignore[arg-type]
+# What a round future of an event loop resolves to besides the flushed offset.
+_ROUND_EXPIRED = -1  # syncFlushTimeout passed before the round ended
+_ROUND_FAILED = -2  # the flush raised
+
+
+class _LoopRound:
+    __slots__ = ("future", "timer", "waiters")
+
+    def __init__(self, future: asyncio.Future[int], timer: asyncio.TimerHandle) -> None:
+        self.future = future
+        self.timer = timer
+        self.waiters = 1
+
+
+def _settle_round(fut: asyncio.Future[int], timer: asyncio.TimerHandle, value: int) -> None:
+    """Runs in the event loop's thread: end one round for every task of that loop waiting on it."""
+    timer.cancel()
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _expire_round(fut: asyncio.Future[int]) -> None:
+    if not fut.done():
+        fut.set_result(_ROUND_EXPIRED)
 
 
 class GroupCommitService(ServiceThread):
-    """SYNC_FLUSH: puts share flushes (``CommitLog.GroupCommitService``)."""
+    """SYNC_FLUSH: puts share flushes (``CommitLog.GroupCommitService``).
+
+    A round takes every waiter that joined since the last one, flushes the commit
+    log up to all that was appended (one fdatasync per file touched, during which
+    more puts append and join the next round) and ends each waiter's wait. The
+    waiters of an event loop share one future per round (:meth:`wait_flushed`):
+    joining costs a dictionary lookup, and ending the round is one hand-over to
+    that loop, whatever the number of tasks. Blocking puts and
+    ``concurrent.futures`` callers each hand in a :class:`GroupCommitRequest`.
+    """
 
     name = "GroupCommitService"
 
@@ -172,59 +186,86 @@ class GroupCommitService(ServiceThread):
         super().__init__()
         self.queue = queue
         self.checkpoint = checkpoint
-        # A C-level queue: handing in a request costs a put, and the thread sleeps in get().
-        self._requests: SimpleQueue[GroupCommitRequest | None] = SimpleQueue()
+        self._lock = threading.Lock()  # guards the waiters of the next round
+        self._requests: list[GroupCommitRequest] = []
+        # Per event loop: the future of the next round, its syncFlushTimeout timer, the tasks waiting on it.
+        self._rounds: dict[asyncio.AbstractEventLoop, _LoopRound] = {}
         self._round = threading.Lock()  # held while a flush round runs
-        # Statistics: rounds with at least one request, and requests completed.
+        # Statistics: rounds with at least one waiter, and puts they covered.
         self.flush_rounds = 0
         self.requests_done = 0
 
+    # --- joining a round -----------------------------------------------------------------
     def submit(self, next_offset: int, result: PutMessageResult | None = None,
-               future: Future[PutMessageResult] | asyncio.Future[PutMessageResult] | None = None,
-               loop: asyncio.AbstractEventLoop | None = None) -> GroupCommitRequest:  # fmt: skip
-        """Queue a request for the service thread (``putRequest``)."""
-        req = GroupCommitRequest(next_offset, result, future, loop)
-        self._requests.put(req)
+               future: Future[PutMessageResult] | None = None) -> GroupCommitRequest:  # fmt: skip
+        """Join the next round with a request (``putRequest``): blocking, or completing *future*."""
+        req = GroupCommitRequest(next_offset, result, future)
+        with self._lock:
+            first = not self._requests
+            self._requests.append(req)
+        if first:  # the first of a round wakes the service; the others ride along
+            self.wakeup()
         return req
 
     def commit_and_wait(self, next_offset: int, timeout_s: float) -> PutMessageStatus:
-        """Queue a request and block until a round has flushed past *next_offset* (or the timeout)."""
+        """Block until a round has flushed past *next_offset* (``FLUSH_DISK_TIMEOUT`` after *timeout_s*)."""
         if self.queue.flushed_where >= next_offset:
             return PutMessageStatus.PUT_OK  # an earlier round covered it already
         return self.submit(next_offset).wait(timeout_s)
 
-    def _take(self, first: GroupCommitRequest | None) -> list[GroupCommitRequest]:
-        """*first* and every request queued behind it (``swapRequests``)."""
-        reqs = [first] if first is not None else []
-        get = self._requests.get_nowait
-        while True:
-            try:
-                req = get()
-            except Empty:
-                return reqs
-            if req is not None:
-                reqs.append(req)
+    async def wait_flushed(self, next_offset: int, timeout_s: float) -> PutMessageStatus:
+        """Await a round that has flushed past *next_offset* (``FLUSH_DISK_TIMEOUT`` after *timeout_s*).
 
+        Tasks of one loop await the same future per round. A round whose flush
+        began before this put appended does not cover it: the task waits for
+        the next.
+        """
+        queue = self.queue
+        if queue.flushed_where >= next_offset:
+            return PutMessageStatus.PUT_OK
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            with self._lock:
+                current = self._rounds.get(loop)
+                if current is None:
+                    fut = loop.create_future()
+                    self._rounds[loop] = _LoopRound(fut, loop.call_later(timeout_s, _expire_round, fut))
+                else:
+                    current.waiters += 1
+                    fut = current.future
+            if current is None:
+                self.wakeup()
+            value = await fut
+            if queue.flushed_where >= next_offset:
+                return PutMessageStatus.PUT_OK
+            if value == _ROUND_FAILED or (value == _ROUND_EXPIRED and loop.time() >= deadline):
+                return PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+    # --- the rounds ------------------------------------------------------------------------
     def run(self) -> None:
         while not self._stopped.is_set():
-            reqs = self._take(self._requests.get())
-            if reqs:
-                with self._round:
-                    self.do_commit(reqs)
+            self._wake.wait(1.0)
+            self._wake.clear()
+            with self._round:
+                self.do_commit()
 
     def shutdown(self, timeout: float = 60.0) -> None:
-        self._stopped.set()
-        self._requests.put(None)  # wakes the thread
-        if self._thread is not None:
-            self._thread.join(timeout)
-        reqs = self._take(None)
-        if reqs:
-            with self._round:
-                self.do_commit(reqs)
+        super().shutdown(timeout)
+        with self._round:
+            self.do_commit()
 
-    def do_commit(self, reqs: list[GroupCommitRequest]) -> None:
+    def do_commit(self) -> None:
+        """One round: take the waiters, flush all that was appended, end their waits."""
+        with self._lock:
+            reqs, self._requests = self._requests, []
+            rounds, self._rounds = self._rounds, {}
+        if not reqs and not rounds:
+            return
         queue = self.queue
-        target = max(r.next_offset for r in reqs)
+        # Everything appended so far, which includes the records of every waiter taken above.
+        target = queue.get_max_offset()
+        failed = False
         try:
             # One flush per file between the flushed point and the target.
             for _ in range(len(queue.files) + 2):
@@ -232,24 +273,22 @@ class GroupCommitService(ServiceThread):
                     break
         except OSError:
             log.exception("flushing the commit log failed")
+            failed = True
         flushed = queue.flushed_where
         ts = queue.store_timestamp
         if ts and self.checkpoint is not None:
             self.checkpoint.physic_msg_timestamp = ts
+        # Counted before the waiters hear of it: they may look at the statistics at once.
+        self.flush_rounds += 1
+        self.requests_done += len(reqs) + sum(r.waiters for r in rounds.values())
         ok = PutMessageStatus.PUT_OK
         timeout = PutMessageStatus.FLUSH_DISK_TIMEOUT
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[GroupCommitRequest, PutMessageStatus]]] = {}
         for r in reqs:
-            status = ok if flushed >= r.next_offset else timeout
-            if r.loop is None:
-                r.complete(status)
-            else:
-                by_loop.setdefault(r.loop, []).append((r, status))
-        for loop, items in by_loop.items():
+            r.complete(ok if flushed >= r.next_offset else timeout)
+        value = _ROUND_FAILED if failed else flushed
+        for loop, r in rounds.items():
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
-                loop.call_soon_threadsafe(_resolve_in_loop, items)
-        self.flush_rounds += 1
-        self.requests_done += len(reqs)
+                loop.call_soon_threadsafe(_settle_round, r.future, r.timer, value)
 
 
 # ============================================================================= async flush

@@ -38,6 +38,7 @@ INDEX_SIZE = 20
 INVALID_INDEX = 0
 
 _INT_MAX = 0x7FFFFFFF
+SMALL_BATCH = 16  # put_keys takes fewer keys than this one by one
 _HEADER = struct.Struct(">qqqqii")
 _SLOT = struct.Struct(">i")
 _ENTRY = struct.Struct(">iqii")
@@ -75,7 +76,12 @@ def index_key_hash(key: str) -> int:
 
 def index_key_hashes(keys: list[str]) -> np.ndarray:
     """:func:`index_key_hash` of many keys at once (int64 array)."""
-    h = java_string_hashes(keys).astype(np.int64)
+    return index_key_hashes_of(java_string_hashes(keys))
+
+
+def index_key_hashes_of(java_hashes: np.ndarray) -> np.ndarray:
+    """:func:`index_key_hash` from ``String.hashCode`` values given as unsigned 32-bit numbers (int64 array)."""
+    h = java_hashes.astype(np.int64)
     neg = h >= 0x80000000
     h[neg] = 0x100000000 - h[neg]  # |signed value|
     h[h > _INT_MAX] = 0  # Math.abs(Integer.MIN_VALUE) stays negative: Java maps it to 0
@@ -243,8 +249,15 @@ class IndexFile:
         (which sets beginTimestamp) goes through :meth:`put_key` to keep its quirk.
         """
         total = len(hashes)
+        if total <= SMALL_BATCH:  # numpy's fixed costs outweigh its speed: key by key
+            done = 0
+            for h1, p1, t1 in zip(hashes.tolist(), phys.tolist(), times.tolist(), strict=True):
+                if not self.put_key_hashed(h1, p1, t1):
+                    break
+                done += 1
+            return done
         done = 0
-        if total and self._index_count <= 1:
+        if self._index_count <= 1:
             if not self.put_key_hashed(int(hashes[0]), int(phys[0]), int(times[0])):
                 return 0
             done = 1

@@ -10,7 +10,9 @@ local creation time ``yyyyMMddHHmmssSSS`` so that name order is creation order
   last file. A full file (indexCount ≥ maxIndexNum) is followed by a new one
   seeded with its end values (§5.3); the full file is then flushed and
   ``on_file_full(endTimestamp)`` lets the store move the checkpoint's
-  indexMsgTimestamp (§6).
+  indexMsgTimestamp (§6). ``build_index_batch`` (key strings) and
+  ``build_index_hashed`` (keys already hashed, from the bytes) index many
+  records at once with numpy and leave the same bytes.
 - ``query_offset`` walks files from newest to oldest (§5.7).
 - ``load`` drops, after an abnormal exit, every file whose endTimestamp is
   newer than the checkpoint's indexMsgTimestamp (§11.1): such a file may lack
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -34,8 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from rocketq.common.errors import StoreError
+from rocketq.common.javacompat import java_hashes_after, java_hashes_and_lengths, java_string_hash
 from rocketq.common.message import KEY_SEPARATOR, TRANSACTION_MASK, TRANSACTION_ROLLBACK_TYPE
-from rocketq.store.index_file import IndexFile, index_file_size, index_key_hash, index_key_hashes
+from rocketq.store.index_file import IndexFile, index_file_size, index_key_hash, index_key_hashes_of
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,7 @@ class IndexService:
         self.on_file_full: Callable[[int], None] | None = None
         self._write_lock = threading.Lock()
         self._files_lock = threading.Lock()
+        self._prefix_hashes: dict[str, int] = {}  # topic -> String.hashCode of "topic#"
 
     # --- loading ------------------------------------------------------------------
     def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> bool:
@@ -161,47 +165,114 @@ class IndexService:
                             f = self._last_writable_file()
                             f.put_key(key, commit_log_offset, store_timestamp)
 
-    def build_index_batch(self, records: list[tuple[str, int, int, int, str | None, str | None]]) -> None:
-        """Index many dispatched records, in commit-log order, with the rules of :meth:`build_index`.
+    def build_index_batch(self, topics: Sequence[str], phys: Sequence[int], store_timestamps: Sequence[int],
+                          sys_flags: Sequence[int], uniq_keys: Sequence[str | None],
+                          keys: Sequence[str | None]) -> None:  # fmt: skip
+        """Index many dispatched records, given column by column in commit-log order, with the
+        rules of :meth:`build_index` (the files end up byte for byte as with one call per record).
 
-        *records* are (topic, commit_log_offset, store_timestamp, sys_flag, uniq_key, keys).
-        Keys are hashed together and written a file at a time (:meth:`IndexFile.put_keys`);
-        the files end up byte for byte as with one :meth:`build_index` call per record.
+        The keys are hashed together (:func:`java_hashes_and_lengths`) and handed to
+        :meth:`build_index_hashed`.
+        """
+        n = len(phys)
+        if n == 0:
+            return
+        # UNIQ_KEYs first then KEYS tokens, each with the number of its record (build_index_hashed
+        # puts them in build_index's order). The common cases (every record has both) stay in C.
+        if None in uniq_keys:
+            uniq_owners = [i for i, u in enumerate(uniq_keys) if u is not None]
+            strings = [uniq_keys[i] for i in uniq_owners]
+            owners = np.asarray(uniq_owners, dtype=np.int64)
+        else:
+            strings = list(uniq_keys)  # type: ignore[arg-type]
+            owners = np.arange(n, dtype=np.int64)
+        if all(keys):
+            tokens: list[str] = list(keys)  # type: ignore[arg-type]
+            token_owners = np.arange(n, dtype=np.int64)
+        else:
+            keyed = [i for i, k in enumerate(keys) if k]
+            tokens = [keys[i] for i in keyed]  # type: ignore[misc]
+            token_owners = np.asarray(keyed, dtype=np.int64)
+        if KEY_SEPARATOR in "\0".join(tokens):
+            split_owners: list[int] = []
+            split_tokens: list[str] = []
+            for i, k in zip(token_owners.tolist(), tokens, strict=True):
+                for token in k.split(KEY_SEPARATOR):
+                    if token:
+                        split_owners.append(i)
+                        split_tokens.append(token)
+            tokens = split_tokens
+            token_owners = np.asarray(split_owners, dtype=np.int64)
+        hashes, lengths = java_hashes_and_lengths(strings + tokens)
+        self.build_index_hashed(topics, phys, store_timestamps, sys_flags, np.concatenate((owners, token_owners)),
+                                hashes, lengths)  # fmt: skip
+
+    def build_index_hashed(self, topics: Sequence[str], phys: Sequence[int], store_timestamps: Sequence[int],
+                           sys_flags: Sequence[int], owners: np.ndarray, hashes: np.ndarray,
+                           lengths: np.ndarray) -> None:  # fmt: skip
+        """:meth:`build_index_batch` for keys given by hash: the key values of the records (their
+        ``UNIQ_KEY`` and ``KEYS`` tokens, without ``topic#``) as the number of the record each belongs
+        to (*owners*; for one record the ``UNIQ_KEY`` before its tokens, tokens in order), its
+        ``String.hashCode`` (*hashes*, unsigned) and ``String.length()`` (*lengths*).
+
+        ``topic#`` is hashed once per topic and joined to each value's hash
+        (:func:`java_hashes_after`); the keys go into the files a file at a time
+        (:meth:`IndexFile.put_keys`) in the order :meth:`build_index` adds them.
         """
         if self.read_only:
             raise StoreError("store is open read-only")
-        keys: list[str] = []
-        phys: list[int] = []
-        times: list[int] = []
+        if len(owners) == 0:
+            if len(phys):
+                with self._write_lock:
+                    self._last_writable_file()  # Java looks up (and replaces a full) last file for every record
+            return
+        order = np.argsort(owners, kind="stable")  # by record; UNIQ_KEY first, tokens in order
+        phy_arr = np.asarray(phys, dtype=np.int64)
+        flag_arr = np.asarray(sys_flags, dtype=np.int64)
+        key_hashes = index_key_hashes_of(java_hashes_after(self._topic_prefix_hashes(topics, owners), hashes,
+                                                           lengths))  # fmt: skip
         with self._write_lock:
             f = self._last_writable_file()
-            floor = f.end_phy_offset
-            for topic, offset, store_ts, sys_flag, uniq_key, key_field in records:
-                # Offsets only grow within a batch, so the "already indexed" test of
-                # build_index needs the end offset as it was when the batch began.
-                if offset < floor or sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK_TYPE:
-                    continue
-                if uniq_key is not None:
-                    keys.append(f"{topic}#{uniq_key}")
-                    phys.append(offset)
-                    times.append(store_ts)
-                if key_field:
-                    for token in key_field.split(KEY_SEPARATOR):
-                        if token:
-                            keys.append(f"{topic}#{token}")
-                            phys.append(offset)
-                            times.append(store_ts)
-            if not keys:
-                return
-            hashes = index_key_hashes(keys)
-            phy_arr = np.array(phys, dtype=np.int64)
-            time_arr = np.array(times, dtype=np.int64)
+            # Offsets only grow within a batch, so the "already indexed" test of build_index
+            # needs the end offset as it was when the batch began.
+            skip = (phy_arr < f.end_phy_offset) | ((flag_arr & TRANSACTION_MASK) == TRANSACTION_ROLLBACK_TYPE)
+            if bool(skip.any()):
+                order = order[~skip[owners[order]]]
+                if len(order) == 0:
+                    return
+            owners = owners[order]
+            key_hashes = key_hashes[order]
+            key_phys = phy_arr[owners]
+            key_times = np.asarray(store_timestamps, dtype=np.int64)[owners]
             done = 0
-            while done < len(keys):
-                n = f.put_keys(hashes[done:], phy_arr[done:], time_arr[done:])
-                done += n
-                if done < len(keys):
+            total = len(key_hashes)
+            while done < total:
+                done += f.put_keys(key_hashes[done:], key_phys[done:], key_times[done:])
+                if done < total:
                     f = self._last_writable_file()
+            if int(owners[-1]) < len(phys) - 1:
+                # A record after the last key's: Java's buildIndex for it replaces a file the keys just
+                # filled by a new, empty one.
+                self._last_writable_file()
+
+    def _topic_prefix_hashes(self, topics: Sequence[str], owners: np.ndarray) -> np.ndarray:
+        """``String.hashCode`` of ``topic#`` for the record of each key (uint64)."""
+        cache = self._prefix_hashes
+        first = topics[0]
+        if topics.count(first) == len(topics):  # the usual batch: one topic
+            h = cache.get(first)
+            if h is None:
+                h = cache[first] = java_string_hash(first + "#") & 0xFFFFFFFF
+            return np.full(len(owners), h, dtype=np.uint64)
+        per_record = []
+        for t in topics:
+            h = cache.get(t)
+            if h is None:
+                h = java_string_hash(t + "#") & 0xFFFFFFFF
+                if len(cache) < 4096:
+                    cache[t] = h
+            per_record.append(h)
+        return np.asarray(per_record, dtype=np.uint64)[owners]
 
     def _last_writable_file(self) -> IndexFile:
         """The last file, or a new one when there is none or it is full (``getAndCreateLastIndexFile``)."""

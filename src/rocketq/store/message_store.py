@@ -3,10 +3,15 @@
 Opens a store directory (``storePathRootDir``) laid out exactly as RocketMQ
 lays it out, recovers it, and serves puts and reads (store-format §1, §10, §11):
 
-- ``put_message`` / ``put_messages`` append to the :class:`CommitLog`;
+- ``put_message`` / ``put_messages`` append to the :class:`CommitLog` (under
+  SYNC_FLUSH they wait for the group commit; ``aput_message`` and
+  ``put_message_async`` wait without blocking);
 - the reput service (:class:`ReputMessageService`, a thread) follows the commit
-  log and dispatches each record to its :class:`ConsumeQueue` and to the
-  :class:`IndexService`, then wakes anyone waiting for the queue to grow;
+  log and dispatches the records, a batch at a time, to their
+  :class:`ConsumeQueue` and to the :class:`IndexService`
+  (:mod:`rocketq.store.dispatch`), then wakes anyone waiting for a queue to
+  grow. Records just appended come as rows handed over by the put path; others
+  are read back from the file;
 - ``get_message`` reads a queue through its consume-queue units and returns the
   raw records, with RocketMQ's statuses and next/min/max offsets;
 - ``query_message`` looks keys up through the index.
@@ -19,13 +24,13 @@ close, so its presence at the next open means abnormal recovery. A store opened
 
 from __future__ import annotations
 
-import asyncio
+import bisect
+import operator
 import os
 import re
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
@@ -35,25 +40,23 @@ import numpy as np
 
 from rocketq.common.codec import decode_record, read_size_and_magic
 from rocketq.common.errors import CorruptRecordError, StoreError
-from rocketq.common.javacompat import encode_utf8_java, hashmap_order
+from rocketq.common.javacompat import hashmap_order
 from rocketq.common.message import (
     PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
-    TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
-    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
     HostPort,
     Message,
     MessageExt,
-    transaction_type,
 )
 from rocketq.common.message_id import UniqueIdGenerator, decode_offset_message_id
 from rocketq.store.checkpoint import StoreCheckpoint
 from rocketq.store.commit_log import (
     SCHEDULE_TOPIC,
     CommitLog,
-    DispatchRequest,
     PutMessageResult,
     PutMessageStatus,
     now_ms,
@@ -68,10 +71,12 @@ from rocketq.store.config_json import (
     TopicConfigManager,
 )
 from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+from rocketq.store.dispatch import ROW_OFFSET, ROW_SIZE, DispatchBatch, DispatchRequest
+from rocketq.store.flush_service import GroupCommitService
 from rocketq.store.index_service import IndexService
 from rocketq.store.message_filter import MessageFilter
 from rocketq.store.recovery import RecoveryDispatch, RecoveryReport
-from rocketq.store.running_flags import RunningFlags
+from rocketq.store.running_flags import NOT_WRITEABLE_BITS, RunningFlags
 from rocketq.store.services import StoreServices
 from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
 from rocketq.store.store_lock import StoreLock
@@ -83,7 +88,13 @@ TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
 MAX_QUEUE_ID = 1023
 _UNCHECKED = object()
-DISPATCH_BATCH = 512  # records per dispatch round: bounds the wake-up delay of a long poll
+DISPATCH_BATCH = 1024  # records per dispatch round: bounds the wake-up delay of a long poll
+# Fewer records than this are dispatched one by one: numpy's fixed costs outweigh its speed below it.
+SCALAR_DISPATCH = 16
+
+
+_row_offset = operator.itemgetter(ROW_OFFSET)
+_row_size = operator.itemgetter(ROW_SIZE)
 _PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
@@ -137,23 +148,32 @@ class ReputMessageService:
         self._stopped = threading.Event()
         self._caught_up = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._rows: list[tuple[object, ...]] = []  # hand-off rows taken but not dispatched yet
+        self._sleeping = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
         self._thread.start()
 
     def wakeup(self, _end: int = 0) -> None:
-        wake = self._wake
-        if not wake.is_set():
-            wake.set()
+        """Called after every append: wakes the thread if it sleeps (one attribute test otherwise)."""
+        if self._sleeping:
+            self._sleeping = False
+            self._wake.set()
 
     def behind(self) -> int:
         return self.store.commit_log.get_max_offset() - self.reput_from_offset
 
     def _run(self) -> None:
+        stuck = False  # the last round made no progress (say at a record that cannot be read)
         while not self._stopped.is_set():
-            self._wake.wait(0.05)
+            # Say "asleep" before looking for work: an append after the look sees the flag and wakes us.
+            self._sleeping = True
+            if stuck or self.behind() <= 0:
+                self._wake.wait(0.05)
+            self._sleeping = False
             self._wake.clear()
+            before = self.reput_from_offset
             try:
                 self.do_reput()
             except Exception:  # pragma: no cover - a dispatcher bug must not kill the thread silently
@@ -161,61 +181,64 @@ class ReputMessageService:
 
                 logging.getLogger(__name__).exception("dispatch failed at %d", self.reput_from_offset)
                 time.sleep(0.1)
+            stuck = self.reput_from_offset == before
 
     def do_reput(self) -> None:
+        """Dispatch from ``reput_from_offset`` up to the readable end of the commit log.
+
+        Records just appended come as rows from the hand-off (:meth:`CommitLog.take_handoff`),
+        used only while each is the record at exactly the offset reached and ends within
+        the readable data; anything else (a BLANK, records nobody handed over) is read
+        back from the file.
+        """
         store = self.store
         cl = store.commit_log
-        handoff = cl.dispatch_handoff
-        min_offset = cl.get_min_offset()
-        if min_offset > self.reput_from_offset:
-            self.reput_from_offset = min_offset
         dispatch_batch = store.do_dispatch_batch
-        batch: list[DispatchRequest] = []
-        while self.reput_from_offset < cl.get_max_offset() and not self._stopped.is_set():
-            found = cl.get_data(self.reput_from_offset)
-            if found is None:
+        dispatch_rows = store.do_dispatch_rows
+        rows = self._rows
+        k = 0  # rows[:k] are done
+        stopped = self._stopped
+        while not stopped.is_set():
+            min_offset = cl.get_min_offset()
+            if min_offset > self.reput_from_offset:
+                self.reput_from_offset = min_offset
+            offset = self.reput_from_offset
+            end = cl.get_max_offset()
+            if offset >= end:
                 break
-            mf, pos = found
-            end = mf.read_position()
-            base = mf.file_from_offset
-            mm = mf.mm
-            while pos < end:
-                if handoff:
-                    # Requests built at append time; stale ones (already dispatched) are dropped.
-                    offset = base + pos
-                    req = handoff[0]
-                    while req.commit_log_offset < offset:
-                        handoff.popleft()
-                        if not handoff:
-                            break
-                        req = handoff[0]
-                    if req.commit_log_offset == offset:
-                        handoff.popleft()
-                        batch.append(req)
-                        pos += req.msg_size
-                        if len(batch) >= DISPATCH_BATCH:
-                            break
-                        continue
-                info, parsed = cl.check_message_and_return_size(mm, pos, False)
-                if info.ok and parsed is not None:
-                    batch.append(parsed)
-                    pos += info.size
-                    if len(batch) >= DISPATCH_BATCH:
-                        break
-                elif info.ok and info.blank:
-                    pos = cl.file_size
-                    break
-                elif info.size > 0:
-                    pos += info.size  # length mismatch: RocketMQ logs and skips the record
-                else:
-                    break
-            if batch:
+            new = cl.take_handoff()
+            if new:
+                rows = rows[k:] + new if k < len(rows) else new
+                k = 0
+            n = len(rows)
+            # Rows of records already dispatched from the file are stale.
+            if k < n and rows[k][ROW_OFFSET] < offset:  # type: ignore[operator]
+                k = bisect.bisect_left(rows, offset, lo=k, key=_row_offset)
+            if k < n and rows[k][ROW_OFFSET] == offset:
+                chunk = rows[k : k + DISPATCH_BATCH]
+                # Use the rows while they follow each other and lie within the readable data.
+                offsets = np.fromiter(map(_row_offset, chunk), dtype=np.int64, count=len(chunk))
+                ends = np.fromiter(map(_row_size, chunk), dtype=np.int64, count=len(chunk)).cumsum() + offset
+                good = (offsets[1:] == ends[:-1]) & (ends[1:] <= end)
+                count = len(chunk) if bool(good.all()) else int(np.argmin(good)) + 1
+                if int(ends[0]) > end:
+                    count = 0
+                if count:
+                    if count < len(chunk):
+                        chunk = chunk[:count]
+                    k += count
+                    dispatch_rows(chunk)
+                    self.reput_from_offset = int(ends[count - 1])
+                    continue
+            stop_at = rows[k][ROW_OFFSET] if k < n else end
+            batch, new_offset = cl.read_dispatch_batch(offset, stop_at, DISPATCH_BATCH,  # type: ignore[arg-type]
+                                                       full_properties=store.message_arriving_listener is not None)
+            if batch is not None:
                 dispatch_batch(batch)
-                batch = []
-            new_offset = base + pos
-            if new_offset == self.reput_from_offset:
-                break
+            if new_offset == offset:
+                break  # a record that cannot be read: stop this round, as RocketMQ does
             self.reput_from_offset = new_offset
+        self._rows = rows[k:]
         with self._caught_up:
             self._caught_up.notify_all()
 
@@ -278,13 +301,12 @@ class MessageStore:
         self._checked_queues: dict[tuple[str, int], object] = {}
         # Called after a record reaches its consume queue (long polling wake-up).
         self.message_arriving_listener: Callable[[str, int, int, int, int, dict[str, str]], None] | None = None
-        # Durability (issue 3): flags that refuse puts (disk full), the background services,
-        # what recovery did, and the per-thread switch of put_message_async.
+        # Durability (issue 3): flags that refuse puts (disk full, tested in _validate), the
+        # background services, and what recovery did.
         self.running_flags = RunningFlags()
-        self.running_flags.listener = self._on_writeable_changed
+        self._sync_flush = self.config.flush_disk_type == SYNC_FLUSH  # puts wait for the flush
         self.services: StoreServices | None = None
         self.recovery_report = RecoveryReport()
-        self._async_put = threading.local()
 
     # --- open / close ------------------------------------------------------------------
     @classmethod
@@ -372,17 +394,27 @@ class MessageStore:
         if self.last_exit_ok:
             report.mode = "normal"
             end = self.commit_log.recover_normally(max_phy_of_cq, self._truncate_dirty_logic_files,
-                                                   self._destroy_logics, progress, report)  # fmt: skip
+                                                   self._destroy_logics, progress, report,
+                                                   self._record_offsets_from)  # fmt: skip
         else:
             report.mode = "abnormal"
             min_ts = self.abnormal_recovery_min_timestamp()
             end = self.commit_log.recover_abnormally(max_phy_of_cq, min_ts, self._recovery_dispatch(),
                                                      self._truncate_dirty_logic_files, self._destroy_logics,
-                                                     progress, report)  # fmt: skip
+                                                     progress, report, self._record_offsets_from)  # fmt: skip
         self.recovered_offset = end
         report.recovered_offset = end
         self._recover_topic_queue_table()
         report.seconds += time.perf_counter() - started
+
+    def _record_offsets_from(self, offset: int) -> np.ndarray:
+        """Sorted commit-log offsets, from *offset* on, of the records the consume queues point at: hints
+        for recovery's walk of the commit log (it checks every one it uses)."""
+        parts = [cq.record_offsets_from(offset) for cq in self.consume_queues()]
+        if not parts:
+            return np.empty(0, dtype=np.int64)
+        offsets = np.sort(np.concatenate(parts))
+        return offsets[np.concatenate(([True], offsets[1:] != offsets[:-1]))] if len(offsets) else offsets
 
     def abnormal_recovery_min_timestamp(self) -> int:
         """The checkpoint-derived store time abnormal recovery starts from (§6, §11.4)."""
@@ -393,31 +425,29 @@ class MessageStore:
 
     def _recovery_dispatch(self) -> RecoveryDispatch:
         """Dispatch for abnormal recovery: batched, and only records whose unit or keys are missing."""
-        ends = {(encode_utf8_java(cq.topic), cq.queue_id): cq.max_physic_offset for cq in self.consume_queues()}
+        ends = {(cq.topic, cq.queue_id): cq.max_physic_offset for cq in self.consume_queues()}
         index_end: int | None = None
         if self.config.message_index_enable:
             files = self.index_service.files
             index_end = files[-1].end_phy_offset if files else 0
-        batch = getattr(self, "do_dispatch_batch", None)
-        if batch is None or type(self).do_dispatch is not MessageStore.do_dispatch:
+        batch = self.do_dispatch_batch
+        per_record = type(self).do_dispatch is not MessageStore.do_dispatch
+        if per_record:
             batch = self._dispatch_each  # a subclass that watches single records (the read-only CLI store)
-        return RecoveryDispatch(self._counting(batch), ends, index_end,
-                                full_properties=self.message_arriving_listener is not None)  # fmt: skip
-
-    def _dispatch_each(self, reqs: list[DispatchRequest]) -> None:
-        for req in reqs:
-            self.do_dispatch(req)
-
-    def _counting(self, batch: Callable[[list[DispatchRequest]], None]) -> Callable[[list[DispatchRequest]], None]:
         report = self.recovery_report
 
-        def run(reqs: list[DispatchRequest]) -> None:
-            report.records_redispatched += len(reqs)
+        def counting(b: DispatchBatch) -> None:
+            report.records_redispatched += len(b)
             t0 = time.perf_counter()
-            batch(reqs)
+            batch(b)
             report.dispatch_seconds += time.perf_counter() - t0
 
-        return run
+        full = per_record or self.message_arriving_listener is not None  # they read whole requests
+        return RecoveryDispatch(counting, ends, index_end, full_properties=full)
+
+    def _dispatch_each(self, batch: DispatchBatch) -> None:
+        for req in batch.requests():
+            self.do_dispatch(req)
 
     def _recovery_progress(self) -> Callable[[int], None] | None:
         if self._progress is None:
@@ -469,7 +499,7 @@ class MessageStore:
         self._recover_topic_queue_table()
         if self.dispatch_enabled:
             self.commit_log.on_append = self.reput.wakeup
-            self.commit_log.dispatch_handoff = deque()
+            self.commit_log.handoff = []
         else:
             self.reput.shutdown()
             self.reput = None
@@ -590,62 +620,79 @@ class MessageStore:
 
     # --- dispatch ----------------------------------------------------------------------
     def do_dispatch(self, req: DispatchRequest) -> None:
-        """Build the consume-queue unit and index keys of one record.
-
-        A read-only store builds nothing: its queues and index stay as found.
-        """
+        """Build the consume-queue unit and index keys of one record (§4.4, §4.5, §5.5), then tell the
+        arrival listener (if any). A read-only store builds nothing: its queues and index stay as found."""
         if self.read_only:
             return
-        tt = transaction_type(req.sys_flag)
-        if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-            cq = self.find_consume_queue(req.topic, req.queue_id)
-            assert cq is not None
-            cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code,
-                                         req.consume_queue_offset)  # fmt: skip
-            if self.checkpoint is not None:
-                self.checkpoint.logics_msg_timestamp = req.store_timestamp
-        if self.config.message_index_enable:
-            self.index_service.build_index(req.topic, req.commit_log_offset, req.store_timestamp, req.sys_flag,
-                                           req.uniq_key, req.keys)  # fmt: skip
-        listener = self.message_arriving_listener
-        if listener is not None and tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-            listener(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code, req.store_timestamp,
-                     req.properties)  # fmt: skip
-
-    def do_dispatch_batch(self, reqs: list[DispatchRequest]) -> None:
-        """:meth:`do_dispatch` for records in commit-log order: units first, then the
-        index for all of them at once (keys hashed together), then the wake-ups."""
-        if self.read_only or not reqs:
-            return
-        # Units grouped by queue, in order within each queue: queues are independent.
-        per_queue: dict[tuple[str, int], tuple[list[int], list[int], list[int], list[int]]] = {}
-        last_ts = 0
-        for req in reqs:
-            tt = req.sys_flag & TRANSACTION_MASK
-            if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-                cols = per_queue.get((req.topic, req.queue_id))
-                if cols is None:
-                    cols = per_queue[(req.topic, req.queue_id)] = ([], [], [], [])
-                cols[0].append(req.commit_log_offset)
-                cols[1].append(req.msg_size)
-                cols[2].append(req.tags_code)
-                cols[3].append(req.consume_queue_offset)
-                last_ts = req.store_timestamp
-        for (topic, queue_id), cols in per_queue.items():
+        (topic, queue_id, phys, size, tags_code, store_ts, queue_offset, keys, uniq_key, sys_flag, _prepared,
+         properties) = req  # fmt: skip
+        unit = not sys_flag & TRANSACTION_PREPARED_TYPE
+        if unit:
             cq = self.find_consume_queue(topic, queue_id)
             assert cq is not None
-            cq.put_message_position_infos(*cols)
-        if last_ts and self.checkpoint is not None:
-            self.checkpoint.logics_msg_timestamp = last_ts
+            cq.put_message_position_info(phys, size, tags_code, queue_offset)
+            if self.checkpoint is not None:
+                self.checkpoint.logics_msg_timestamp = store_ts
         if self.config.message_index_enable:
-            self.index_service.build_index_batch([
-                (r.topic, r.commit_log_offset, r.store_timestamp, r.sys_flag, r.uniq_key, r.keys) for r in reqs
-            ])  # fmt: skip
+            self.index_service.build_index(topic, phys, store_ts, sys_flag, uniq_key, keys)
+        listener = self.message_arriving_listener
+        if listener is not None and unit:
+            listener(topic, queue_id, queue_offset + 1, tags_code, store_ts, properties)
+
+    def do_dispatch_rows(self, rows: list[tuple[object, ...]]) -> None:
+        """:meth:`do_dispatch_batch` for rows (tuples in :class:`DispatchRequest` order)."""
+        if len(rows) < SCALAR_DISPATCH:
+            dispatch = MessageStore.do_dispatch
+            for row in rows:
+                dispatch(self, row)  # type: ignore[arg-type]
+        else:
+            self.do_dispatch_batch(DispatchBatch.from_rows(rows))
+
+    def do_dispatch_batch(self, batch: DispatchBatch) -> None:
+        """Build the consume-queue units and index keys of records in commit-log order (§4.4, §4.5, §5.5).
+
+        Units go per queue as numpy blocks, the index takes all keys at once, then the
+        arrival listener (if any) hears of each record; a batch of fewer than
+        ``SCALAR_DISPATCH`` records (whose keys are strings) goes a record at a time,
+        which costs less than numpy's calls. A read-only store builds nothing: its
+        queues and index stay as found.
+        """
+        if self.read_only or not len(batch):
+            return
+        if len(batch) < SCALAR_DISPATCH and batch.index_keys is None:
+            for req in batch.requests():
+                MessageStore.do_dispatch(self, req)
+            return
+        groups = batch.consume_queue_groups()
+        if groups:
+            phys = np.asarray(batch.commit_log_offset, dtype=np.int64)
+            sizes = np.asarray(batch.msg_size, dtype=np.int64)
+            tags = np.asarray(batch.tags_code, dtype=np.int64)
+            queue_offsets = np.asarray(batch.consume_queue_offset, dtype=np.int64)
+            whole = len(batch)
+            last = 0
+            for topic, queue_id, index in groups:
+                cq = self.find_consume_queue(topic, queue_id)
+                assert cq is not None
+                if len(index) == whole:
+                    cq.put_units(phys, sizes, tags, queue_offsets)
+                else:
+                    cq.put_units(phys[index], sizes[index], tags[index], queue_offsets[index])
+                last = max(last, int(index[-1]))
+            if self.checkpoint is not None:
+                self.checkpoint.logics_msg_timestamp = int(batch.store_timestamp[last])
+        if self.config.message_index_enable:
+            index = self.index_service
+            if batch.index_keys is not None:
+                index.build_index_hashed(batch.topic, batch.commit_log_offset, batch.store_timestamp, batch.sys_flag,
+                                         *batch.index_keys)  # fmt: skip
+            else:
+                index.build_index_batch(batch.topic, batch.commit_log_offset, batch.store_timestamp, batch.sys_flag,
+                                        batch.uniq_key, batch.keys)  # fmt: skip
         listener = self.message_arriving_listener
         if listener is not None:
-            for req in reqs:
-                tt = req.sys_flag & TRANSACTION_MASK
-                if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            for req in batch.requests():
+                if not req.sys_flag & TRANSACTION_PREPARED_TYPE:
                     listener(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code,
                              req.store_timestamp, req.properties)  # fmt: skip
 
@@ -719,41 +766,44 @@ class MessageStore:
             born_host=born_host or self.config.store_host, store_host=self.config.store_host,
         )  # fmt: skip
 
-    def _validate(self, msg: MessageExt) -> PutMessageResult | None:
+    def _validate(self, topic: str, queue_id: int, msgs: Sequence[MessageExt]) -> PutMessageResult | None:
+        """Why *msgs* (of one queue) cannot be put now (``checkStoreStatus`` + ``checkMessage``), or None."""
         if self.read_only or self._closed:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not open for writing")
-        topic = msg.topic
-        key = (topic, msg.queue_id)
+        if self.running_flags.flag_bits & NOT_WRITEABLE_BITS:
+            reasons = ", ".join(self.running_flags.reasons()) or "not writeable"
+            error = f"the message store is not writeable ({reasons}); puts are refused"
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error=error)
+        key = (topic, queue_id)
         # A queue already checked stays valid while its topic's config object is the same.
         known = self._checked_queues.get(key, _UNCHECKED)
-        if known is _UNCHECKED or self.topic_config_manager.get(topic) is not known:
-            err = self._check_topic(topic) or self._check_queue(topic, msg.queue_id)
+        if known is _UNCHECKED or self.topic_config_manager.topic_config_table.get(topic) is not known:
+            err = self._check_topic(topic) or self._check_queue(topic, queue_id)
             if err:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=err)
-            self._ensure_topic(topic, msg.queue_id)
+            self._ensure_topic(topic, queue_id)
             if len(self._checked_queues) < 100_000:
                 self._checked_queues[key] = self.topic_config_manager.get(topic)
-        if len(msg.body or b"") > self.config.max_message_size:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                error=f"body of {len(msg.body)} bytes exceeds maxMessageSize {self.config.max_message_size}",
-            )
+        limit = self.config.max_message_size
+        for m in msgs:
+            if m.body and len(m.body) > limit:
+                error = f"body of {len(m.body)} bytes exceeds maxMessageSize {limit}"
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=error)
         return None
 
-    def put_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
-        """Append one message; a plain :class:`Message` is wrapped by :meth:`to_message_ext`."""
+    def _append(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
+        """Check and append one message to the commit log (no waiting for a flush)."""
         if isinstance(msg, Message):
             msg = self.to_message_ext(msg, queue_id or 0)
         elif queue_id is not None:
             msg.queue_id = queue_id
-        bad = self._validate(msg)
+        bad = self._validate(msg.topic, msg.queue_id, (msg,))
         if bad is not None:
             return bad
-        result = self.commit_log.put_message(msg)
-        return self._after_put(result)
+        return self.commit_log.put_message(msg)
 
-    def put_messages(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
-        """Append a producer batch: one topic and queue, consecutive offsets, one store time."""
+    def _append_batch(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
+        """Check and append a producer batch (no waiting for a flush)."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="empty batch")
         exts = [
@@ -763,108 +813,100 @@ class MessageStore:
             for m in exts:
                 m.queue_id = queue_id
         first = exts[0]
+        topic, qid = first.topic, first.queue_id
         for m in exts:
-            if m.topic != first.topic or m.queue_id != first.queue_id:
+            if m.topic != topic or m.queue_id != qid:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                         error="a batch must have one topic and one queue")  # fmt: skip
-            if transaction_type(m.sys_flag) != TRANSACTION_NOT_TYPE:
+            if m.sys_flag & TRANSACTION_MASK:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                         error="batch messages cannot be transactional")  # fmt: skip
-            if m.properties.get("DELAY", "0") not in ("", "0"):
+            if m.properties.get(PROPERTY_DELAY_TIME_LEVEL, "0") not in ("", "0"):
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be delayed")
-            bad = self._validate(m)
-            if bad is not None:
-                return bad
-        self._ensure_topic(first.topic, first.queue_id)
-        return self._after_put(self.commit_log.put_messages(exts))
+        bad = self._validate(topic, qid, exts)
+        if bad is not None:
+            return bad
+        return self.commit_log.put_messages(exts)
 
-    def _after_put(self, result: PutMessageResult) -> PutMessageResult:
-        """SYNC_FLUSH: wait for the group commit that covers the record (``handleDiskFlush``).
+    def put_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
+        """Append one message; a plain :class:`Message` is wrapped by :meth:`to_message_ext`.
 
-        The put blocks on a lock of its own until the group commit service has
-        flushed past its end (``FLUSH_DISK_TIMEOUT`` after ``syncFlushTimeout``);
-        under :meth:`put_message_async` it does not wait but leaves a future.
+        Under SYNC_FLUSH it returns once the group commit has the record on disk
+        (``FLUSH_DISK_TIMEOUT`` after ``syncFlushTimeout``, the data staying queued).
         """
-        services = self.services
-        gc = services.group_commit if services is not None else None
-        if gc is None or not result.ok:
-            if gc is None and result.ok and self.config.flush_disk_type == SYNC_FLUSH:
-                self.commit_log.mapped_file_queue.flush_all()  # no services (not started): flush here
-            return result
-        end = result.wrote_offset + result.wrote_bytes
-        deferred = self._async_put
-        if getattr(deferred, "on", False):
-            loop = deferred.loop
-            fut: Future[PutMessageResult] | asyncio.Future[PutMessageResult]
-            fut = Future() if loop is None else loop.create_future()
-            gc.submit(end, result, fut, loop)
-            deferred.future = fut
-            return result
-        status = gc.commit_and_wait(end, self.config.sync_flush_timeout / 1000)
-        if status is not PutMessageStatus.PUT_OK:
-            result.status = status
-        return result
+        result = self._append(msg, queue_id)
+        return self._wait_flushed(result) if self._sync_flush else result
+
+    def put_messages(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
+        """Append a producer batch: one topic and queue, consecutive offsets, one store time (under
+        SYNC_FLUSH it returns once on disk, as :meth:`put_message`)."""
+        result = self._append_batch(msgs, queue_id)
+        return self._wait_flushed(result) if self._sync_flush else result
 
     def put_message_async(self, msg: MessageExt | Message, queue_id: int | None = None) -> Future[PutMessageResult]:
         """:meth:`put_message` without blocking on the flush: a future of the result.
 
         Under SYNC_FLUSH it completes when the group commit has the record on disk
-        (``asyncPutMessage``); an asyncio caller awaits ``asyncio.wrap_future(f)``.
+        (``asyncPutMessage``); asyncio code can use :meth:`aput_message` instead.
         """
-        return self._deferred(lambda: self.put_message(msg, queue_id))
+        return self._future_of(self._append(msg, queue_id))
 
     def put_messages_async(self, msgs: list[MessageExt | Message],
                            queue_id: int | None = None) -> Future[PutMessageResult]:  # fmt: skip
         """:meth:`put_messages` without blocking on the flush (see :meth:`put_message_async`)."""
-        return self._deferred(lambda: self.put_messages(msgs, queue_id))
+        return self._future_of(self._append_batch(msgs, queue_id))
 
     async def aput_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
         """:meth:`put_message` for asyncio code: appends at once, then awaits the group commit.
 
-        Other tasks run meanwhile; the group commit resolves all the futures of a
-        flush round with one hand-over to the loop.
+        Other tasks run meanwhile; the tasks of one loop share one future per flush
+        round (:meth:`GroupCommitService.wait_flushed`).
         """
-        loop = asyncio.get_running_loop()
-        return await self._deferred(lambda: self.put_message(msg, queue_id), loop)  # type: ignore[misc]
+        return await self._await_flushed(self._append(msg, queue_id))
 
     async def aput_messages(self, msgs: list[MessageExt | Message], queue_id: int | None = None) -> PutMessageResult:
         """:meth:`put_messages` for asyncio code (see :meth:`aput_message`)."""
-        loop = asyncio.get_running_loop()
-        return await self._deferred(lambda: self.put_messages(msgs, queue_id), loop)  # type: ignore[misc]
+        return await self._await_flushed(self._append_batch(msgs, queue_id))
 
-    def _deferred(self, put: Callable[[], PutMessageResult],
-                  loop: asyncio.AbstractEventLoop | None = None) -> Future[PutMessageResult]:  # fmt: skip
-        deferred = self._async_put
-        deferred.on = True
-        deferred.loop = loop
-        deferred.future = None
-        try:
-            result = put()
-        finally:
-            deferred.on = False
-        fut = deferred.future
-        deferred.future = None
-        if fut is None:
-            fut = Future() if loop is None else loop.create_future()
+    def _group_commit(self) -> GroupCommitService | None:
+        """The group commit service (SYNC_FLUSH); None before the services run: the flush is done here then."""
+        services = self.services
+        gc = services.group_commit if services is not None else None
+        if gc is None:
+            self.commit_log.mapped_file_queue.flush_all()
+        return gc
+
+    def _wait_flushed(self, result: PutMessageResult) -> PutMessageResult:
+        """``handleDiskFlush`` of a blocking put under SYNC_FLUSH: block until the record is on disk."""
+        if result.ok:
+            gc = self._group_commit()
+            if gc is not None:
+                status = gc.commit_and_wait(result.wrote_offset + result.wrote_bytes,
+                                            self.config.sync_flush_timeout / 1000)  # fmt: skip
+                if status is not PutMessageStatus.PUT_OK:
+                    result.status = status
+        return result
+
+    async def _await_flushed(self, result: PutMessageResult) -> PutMessageResult:
+        """:meth:`_wait_flushed` for asyncio code."""
+        if self._sync_flush and result.ok:
+            gc = self._group_commit()
+            if gc is not None:
+                status = await gc.wait_flushed(result.wrote_offset + result.wrote_bytes,
+                                               self.config.sync_flush_timeout / 1000)  # fmt: skip
+                if status is not PutMessageStatus.PUT_OK:
+                    result.status = status
+        return result
+
+    def _future_of(self, result: PutMessageResult) -> Future[PutMessageResult]:
+        """:meth:`_wait_flushed` as a ``concurrent.futures.Future`` that the group commit completes."""
+        fut: Future[PutMessageResult] = Future()
+        gc = self._group_commit() if self._sync_flush and result.ok else None
+        if gc is None:
             fut.set_result(result)
-        return fut
-
-    def _on_writeable_changed(self, writeable: bool) -> None:
-        """RunningFlags flipped: put the put guard in place, or take it away.
-
-        The guard shadows :meth:`_validate` on this instance, so the put path pays
-        nothing while the store is writeable.
-        """
-        if writeable:
-            self.__dict__.pop("_validate", None)
         else:
-            self._validate = self._refuse_put  # type: ignore[method-assign]
-
-    def _refuse_put(self, _msg: MessageExt) -> PutMessageResult:
-        """``checkStoreStatus`` of a store that is not writeable: ``SERVICE_NOT_AVAILABLE``."""
-        reasons = ", ".join(self.running_flags.reasons()) or "not writeable"
-        return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                                error=f"the message store is not writeable ({reasons}); puts are refused")  # fmt: skip
+            gc.submit(result.wrote_offset + result.wrote_bytes, result, fut)
+        return fut
 
     def execute_delete_files_manually(self) -> None:
         """An admin's request to delete expired commit-log files in the next 20 cleaning rounds."""

@@ -7,15 +7,13 @@ disk-full bit, so dispatch goes on building units for records already in the
 commit log. The clean service sets and clears ``DISK_FULL`` from its disk
 usage probe (store-format §12).
 
-``listener`` (if set) is called with the new writeable state whenever it flips,
-so the store can switch its put guard on and off without testing the flags on
-every put.
+The put path tests ``flag_bits & NOT_WRITEABLE_BITS`` (one attribute read and
+an ``and``) before every put.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 NOT_READABLE_BIT = 1
 NOT_WRITEABLE_BIT = 1 << 1
@@ -25,8 +23,9 @@ DISK_FULL_BIT = 1 << 4
 FENCED_BIT = 1 << 5
 LOGIC_DISK_FULL_BIT = 1 << 6
 
-_NOT_WRITEABLE = (NOT_WRITEABLE_BIT | WRITE_LOGICS_QUEUE_ERROR_BIT | DISK_FULL_BIT | WRITE_INDEX_FILE_ERROR_BIT
-                  | FENCED_BIT | LOGIC_DISK_FULL_BIT)  # fmt: skip
+# Any of these refuses puts.
+NOT_WRITEABLE_BITS = (NOT_WRITEABLE_BIT | WRITE_LOGICS_QUEUE_ERROR_BIT | DISK_FULL_BIT | WRITE_INDEX_FILE_ERROR_BIT
+                      | FENCED_BIT | LOGIC_DISK_FULL_BIT)  # fmt: skip
 _CQ_NOT_WRITEABLE = NOT_WRITEABLE_BIT | WRITE_LOGICS_QUEUE_ERROR_BIT | WRITE_INDEX_FILE_ERROR_BIT | LOGIC_DISK_FULL_BIT
 
 _NAMES = {
@@ -44,17 +43,12 @@ class RunningFlags:
     def __init__(self) -> None:
         self.flag_bits = 0
         self._lock = threading.Lock()
-        self.listener: Callable[[bool], None] | None = None
 
     def _change(self, set_bits: int = 0, clear_bits: int = 0) -> int:
         """Apply a change; return the bits as they were before it."""
         with self._lock:
             before = self.flag_bits
             self.flag_bits = (before | set_bits) & ~clear_bits
-            after = self.flag_bits
-        listener = self.listener
-        if listener is not None and bool(before & _NOT_WRITEABLE) != bool(after & _NOT_WRITEABLE):
-            listener(not after & _NOT_WRITEABLE)
         return before
 
     # --- queries ------------------------------------------------------------------
@@ -62,7 +56,7 @@ class RunningFlags:
         return not self.flag_bits & NOT_READABLE_BIT
 
     def is_writeable(self) -> bool:
-        return not self.flag_bits & _NOT_WRITEABLE
+        return not self.flag_bits & NOT_WRITEABLE_BITS
 
     def is_cq_writeable(self) -> bool:
         return not self.flag_bits & _CQ_NOT_WRITEABLE
@@ -84,10 +78,10 @@ class RunningFlags:
         return not self._change(clear_bits=DISK_FULL_BIT) & DISK_FULL_BIT
 
     def get_and_make_not_writeable(self) -> bool:
-        return not self._change(set_bits=NOT_WRITEABLE_BIT) & _NOT_WRITEABLE
+        return not self._change(set_bits=NOT_WRITEABLE_BIT) & NOT_WRITEABLE_BITS
 
     def get_and_make_writeable(self) -> bool:
-        return not self._change(clear_bits=NOT_WRITEABLE_BIT) & _NOT_WRITEABLE
+        return not self._change(clear_bits=NOT_WRITEABLE_BIT) & NOT_WRITEABLE_BITS
 
     def make_logics_queue_error(self) -> None:
         self._change(set_bits=WRITE_LOGICS_QUEUE_ERROR_BIT)

@@ -1,0 +1,251 @@
+"""Columnar dispatch: the batch paths build exactly the bytes the one-record-at-a-time rules build.
+
+Dispatch takes records a batch at a time (rows handed over by the put path, or
+records read back from the commit log with numpy) and writes consume-queue
+units and index keys in blocks. These tests hold every such path against a
+reference: RocketMQ's own files (golden), the per-record path of the same code
+(``do_dispatch`` with one request), and the scalar property and hash rules.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from conftest import copy_store
+from rocketq.common.javacompat import (
+    java_hashes_of_ranges,
+    java_string_hash,
+    java_string_hashes,
+    java_string_hashes_after,
+)
+from rocketq.common.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, Message, string_to_properties
+from rocketq.store.consume_queue import CQ_DTYPE, ConsumeQueue
+from rocketq.store.dispatch import DispatchBatch
+from rocketq.store.message_store import MessageStore
+from rocketq.store.record_scan import pick_dispatch_properties_of, walk_records
+from rocketq.store.store_config import MessageStoreConfig, load_broker_conf
+
+SMALL = dict(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=600, max_hash_slot_num=100,
+             max_index_num=400)
+
+
+def small_config(root: Path, **kw: Any) -> MessageStoreConfig:
+    return MessageStoreConfig(store_path_root_dir=str(root), **{**SMALL, **kw})
+
+
+def tree_bytes(root: Path, sub: str) -> dict[str, bytes]:
+    """Every file under root/sub by its path below sub."""
+    return {str(p.relative_to(root / sub)): p.read_bytes() for p in sorted((root / sub).rglob("*")) if p.is_file()}
+
+
+def index_contents(root: Path) -> list[bytes]:
+    """The index files in name order (names are creation times, so only contents compare)."""
+    return [p.read_bytes() for p in sorted((root / "index").iterdir())]
+
+
+def fill(store: MessageStore, seed: int, ascii_only: bool) -> int:
+    """A mix of what dispatch must get right: single puts and batches over several topics and queues,
+    delayed and transactional records, keys with spaces, records without keys, and (unless
+    *ascii_only*) non-ASCII text, which sends reading from the file down its record-by-record path."""
+    rng = random.Random(seed)
+    n = 0
+    other = ("T1", "k2") if ascii_only else ("T\u00e9", "\u4e2d\u6587")
+    for i in range(240):
+        topic = rng.choice(["DispA", "DispB", "DispA"])
+        props: dict[str, str] = {}
+        if rng.random() < 0.8:
+            props["TAGS"] = rng.choice(["TagA", "TagB", "", other[0]])
+        if rng.random() < 0.8:
+            props["KEYS"] = rng.choice([f"k{i}", f"k{i} shared", f" spaced  k{i} ", other[1], ""])
+        if rng.random() < 0.3:
+            batch = [Message(topic, rng.randbytes(rng.randrange(0, 300)), 0, dict(props)) for _ in range(5)]
+            assert store.put_messages(batch, rng.randrange(4)).ok
+            n += 5
+            continue
+        if i % 37 == 5:
+            props["DELAY"] = "3"
+        msg = store.to_message_ext(Message(topic, rng.randbytes(rng.randrange(0, 3000)), 0, props), rng.randrange(4))
+        if i % 41 == 3:
+            msg.sys_flag |= TRANSACTION_PREPARED_TYPE
+        elif i % 43 == 4:
+            msg.sys_flag |= TRANSACTION_COMMIT_TYPE
+        assert store.put_message(msg).ok
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("ascii_only", [True, False], ids=["ascii", "non-ascii"])
+def test_hand_off_file_and_per_record_dispatch_build_identical_files(tmp_path: Path, ascii_only: bool) -> None:
+    """The same records dispatched three ways: rows handed over at put time, records read back
+    from the commit log in batches (keys hashed from the bytes when the text is ASCII), and one
+    do_dispatch call per record."""
+    with MessageStore(small_config(tmp_path / "handoff")) as store:
+        fill(store, 1, ascii_only)
+        assert store.wait_dispatched()
+    for name in ("file", "each"):
+        shutil.copytree(tmp_path / "handoff", tmp_path / name)
+        shutil.rmtree(tmp_path / name / "consumequeue")
+        shutil.rmtree(tmp_path / name / "index")
+    with MessageStore(small_config(tmp_path / "file")):
+        pass  # start-up dispatches every record from the file, a batch at a time
+
+    class PerRecord(MessageStore):
+        def do_dispatch_batch(self, batch: DispatchBatch) -> None:
+            for req in batch.requests():
+                super().do_dispatch_batch(DispatchBatch.from_rows([req]))
+
+    each = PerRecord(small_config(tmp_path / "each"))
+    each.message_arriving_listener = lambda *_: None  # a listener reads whole requests: no hashed batches
+    with each:
+        pass
+    reference = tree_bytes(tmp_path / "each", "consumequeue")
+    assert len(reference) > 8
+    for name in ("handoff", "file"):
+        assert tree_bytes(tmp_path / name, "consumequeue") == reference, name
+        assert index_contents(tmp_path / name) == index_contents(tmp_path / "each"), name
+    assert len(index_contents(tmp_path / "each")) > 2
+
+
+def test_rebuilding_the_golden_store_from_its_commit_log_gives_rocketmqs_files(golden_clean: Path,
+                                                                            tmp_path: Path) -> None:  # fmt: skip
+    """Consume queues and index of RocketMQ 4.9.4's clean store, rebuilt by dispatching its commit log
+    from the file (the batch path), byte for byte."""
+    root = tmp_path / "golden"
+    copy_store(golden_clean / "store", root)
+    shutil.rmtree(root / "consumequeue")
+    shutil.rmtree(root / "index")
+    cfg = load_broker_conf(golden_clean / "broker.conf")
+    cfg.store_path_root_dir = str(root)
+    cfg.store_path_commit_log = ""
+    with MessageStore(cfg) as store:
+        assert store.dispatch_behind_bytes() == 0
+    assert tree_bytes(root, "consumequeue") == tree_bytes(golden_clean / "store", "consumequeue")
+    ours, theirs = index_contents(root), index_contents(golden_clean / "store")
+    assert len(ours) == len(theirs) == 2
+    for a, b in zip(ours, theirs, strict=True):
+        assert a == b
+
+
+def _props_text(rng: random.Random) -> str:
+    names = ["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "XKEYS", "KEYSX", "", "A"]
+    values = ["", "v", "a b", "x\x01y", "\u00e9", "k\x00z", "  "]
+    segments = []
+    for _ in range(rng.randrange(0, 6)):
+        name = rng.choice(names)
+        value = rng.choice(values) if rng.random() < 0.8 else f"val{rng.randrange(100)}"
+        segments.append(f"{name}\x01{value}" if rng.random() < 0.9 else name)
+    return "\x02".join(segments) + ("\x02" if rng.random() < 0.3 else "")
+
+
+@pytest.mark.parametrize("ascii_only", [True, False])
+def test_picking_properties_of_many_records_follows_string2messageProperties(tmp_path: Path,
+                                                                            ascii_only: bool) -> None:  # fmt: skip
+    """Duplicates (a later one wins), empty values (dropped), names that are only prefixes or suffixes,
+    separators inside values, \\x00 and non-ASCII text (the record-by-record fallback)."""
+    rng = random.Random(5 if ascii_only else 6)
+    cfg = small_config(tmp_path / "s", mapped_file_size_commit_log=1 << 20)
+    with MessageStore(cfg) as store:
+        texts = []
+        for _ in range(300):
+            text = _props_text(rng)
+            if ascii_only:
+                text = text.replace("\u00e9", "e").replace("\x00", "0")
+            texts.append(text)
+            raw = text.encode("utf-8", "surrogatepass")
+            msg = store.to_message_ext(Message("Props", b"x", 0, {}), 0)
+            msg.properties_bytes = raw
+            assert store.put_message(msg).ok
+        mf = store.commit_log.mapped_file_queue.files[0]
+        run = walk_records(mf.mm, 0, mf.read_position(), check_crc=True, max_records=10_000)
+        assert len(run) == 300
+        tags, keys, uniqs, delays = pick_dispatch_properties_of(mf.mm, run)
+    for i, text in enumerate(texts):
+        props = string_to_properties(text)
+        assert (tags[i], keys[i], uniqs[i], delays[i]) == (props.get("TAGS"), props.get("KEYS"),
+                                                           props.get("UNIQ_KEY"), props.get("DELAY")), repr(text)
+
+
+def test_vectorised_hashes_equal_string_hashcode() -> None:
+    """Strings (the matrix path, and the running sum when lengths differ widely), byte ranges of a
+    buffer (overlapping, empty, at its end), and a prefix's hash joined to a string's."""
+    rng = random.Random(9)
+    for _ in range(200):
+        data = bytes(rng.randrange(32, 127) for _ in range(rng.randrange(1, 2000)))
+        starts = [rng.randrange(len(data)) for _ in range(rng.randrange(1, 30))]
+        ends = [min(len(data), a + rng.choice([0, 1, 9, 32, rng.randrange(1500)])) for a in starts]
+        got = java_hashes_of_ranges(np.frombuffer(data, dtype=np.uint8), np.array(starts), np.array(ends))
+        assert got.tolist() == [java_string_hash(data[a:b].decode()) & 0xFFFFFFFF
+                                for a, b in zip(starts, ends, strict=True)]  # fmt: skip
+    for trial in range(200):
+        alphabet = "abcXYZ019#_- " if trial % 2 else "ab\u00e9\U0001f600\ud800x"
+        strings = ["".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 7, 32, rng.randrange(400)])))
+                   for _ in range(rng.randrange(1, 40))]  # fmt: skip
+        assert java_string_hashes(strings).tolist() == [java_string_hash(s) & 0xFFFFFFFF for s in strings]
+        prefixes = [rng.choice(["Topic#", "\u00e9#", ""]) for _ in strings]
+        before = np.array([java_string_hash(p) & 0xFFFFFFFF for p in prefixes], dtype=np.uint64)
+        assert java_string_hashes_after(before, strings).tolist() == [
+            java_string_hash(p + s) & 0xFFFFFFFF for p, s in zip(prefixes, strings, strict=True)
+        ]
+
+
+def test_unit_blocks_equal_units_one_by_one_across_files_and_gaps(tmp_path: Path) -> None:
+    """put_units: runs that cross file ends, a queue that starts mid-file (fillers), replays and gaps."""
+    rng = random.Random(2)
+    offsets = list(range(7, 80)) + list(range(83, 140))  # starts mid-file, one gap
+    phys = np.cumsum([rng.randrange(100, 300) for _ in offsets]).astype(np.int64)
+    sizes = np.full(len(offsets), 100, dtype=np.int64)
+    tags = np.array([rng.randrange(-5, 5) for _ in offsets], dtype=np.int64)
+    qo = np.array(offsets, dtype=np.int64)
+    one = ConsumeQueue("T", 0, tmp_path / "one", 600)
+    for i in range(len(offsets)):
+        one.put_message_position_info(int(phys[i]), int(sizes[i]), int(tags[i]), int(qo[i]))
+    blocks = ConsumeQueue("T", 0, tmp_path / "blocks", 600)
+    cut = [0, 3, 40, 41, 100, len(offsets)]
+    for a, b in itertools.pairwise(cut):
+        lo = max(0, a - 2)  # overlap: the first units of each block are replays
+        blocks.put_units(phys[lo:b], sizes[lo:b], tags[lo:b], qo[lo:b])
+    assert tree_bytes(tmp_path, "one") == tree_bytes(tmp_path, "blocks")
+    assert blocks.max_physic_offset == one.max_physic_offset
+    assert blocks.min_logic_offset == one.min_logic_offset == 7 * 20
+    units = np.frombuffer(blocks.queue.files[0].mm[:140], dtype=CQ_DTYPE)
+    assert int(units["size"][0]) == 0x7FFFFFFF  # fillers before the first real unit
+    one.close()
+    blocks.close()
+
+
+def test_walking_with_hints_visits_exactly_what_walking_record_by_record_visits(tmp_path: Path) -> None:
+    """Hints from consume queues may be missing (prepared records), stale (pointing into a record),
+    duplicated or past the data; the walk still finds exactly the records, and the same stop."""
+    cfg = small_config(tmp_path / "s", mapped_file_size_commit_log=1 << 20)
+    with MessageStore(cfg) as store:
+        fill(store, 3, True)
+        assert store.wait_dispatched()
+        mf = store.commit_log.mapped_file_queue.files[0]
+        end = mf.read_position()
+        whole = walk_records(mf.mm, 0, len(mf.mm), check_crc=True, max_records=1 << 20)
+        body_len = whole.topic_pos - 1 - (whole.pos + 88)
+        victim = int(np.flatnonzero((body_len > 10) & (np.arange(len(whole)) > len(whole) * 2 // 3))[0])
+        mf.mm[int(whole.pos[victim]) + 95] ^= 0xFF  # spoil a body byte two thirds in
+        plain = walk_records(mf.mm, 0, len(mf.mm), check_crc=True, max_records=1 << 20)
+        assert len(plain) == victim
+        offsets = store._record_offsets_from(0)
+        noisy = np.sort(np.concatenate((offsets, offsets[:50] + 3, offsets[:10], [end, end + 100, 0])))
+        for hints in (offsets, noisy, offsets[::3], np.empty(0, dtype=np.int64)):
+            for chunk in (7, 1 << 20):
+                pos, seen = 0, []
+                while True:
+                    run = walk_records(mf.mm, pos, len(mf.mm), check_crc=True, max_records=chunk, hints=hints)
+                    seen.append(run.pos)
+                    pos = run.end
+                    if run.reason or run.blank or len(run) < chunk:
+                        break
+                assert np.array_equal(np.concatenate(seen), plain.pos)
+                assert (run.end, run.reason) == (plain.end, plain.reason)
+        assert "CRC" in plain.reason and len(plain) > 100
