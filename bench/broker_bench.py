@@ -592,7 +592,7 @@ async def _delay_lateness_run(args: argparse.Namespace, rq: RocketqServer) -> di
 def _store_lateness(store_dir: Path, received: dict[str, float]) -> dict[str, Any]:
     """Read the stopped broker's store: due time, delivered copy's store time and receipt of each message."""
     from rocketq.common.codec import decode_record
-    from rocketq.store.commit_log import SCHEDULE_TOPIC
+    from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
     from rocketq.store.message_store import MessageStore
     from rocketq.store.store_config import MessageStoreConfig
 
@@ -613,7 +613,7 @@ def _store_lateness(store_dir: Path, received: dict[str, float]) -> dict[str, An
     result: dict[str, Any] = {}
     with MessageStore(cfg, read_only=True) as store:
         parked = {m.uniq_key: m.store_timestamp + DELAY_LEVEL_MS[m.queue_id + 1]
-                  for m in records(store, SCHEDULE_TOPIC, range(len(DELAY_LEVEL_MS)))}  # fmt: skip
+                  for m in records(store, RMQ_SYS_SCHEDULE_TOPIC, range(len(DELAY_LEVEL_MS)))}  # fmt: skip
         for kind, topic in (("delay level", DELAY_TOPIC), ("timer", TIMER_BENCH_TOPIC)):
             broker: list[float] = []
             consumer: list[float] = []

@@ -16,7 +16,8 @@ from rocketq.common.codec import BLANK_MAGIC_CODE, decode_record, read_size_and_
 from rocketq.common.errors import StoreError
 from rocketq.common.javacompat import java_string_hash
 from rocketq.common.message import TRANSACTION_PREPARED_TYPE, Message, MessageExt
-from rocketq.store.commit_log import SCHEDULE_TOPIC, PutMessageStatus
+from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
+from rocketq.store.commit_log import PutMessageStatus
 from rocketq.store.consume_queue import CQ_UNIT
 from rocketq.store.message_filter import TagFilter
 from rocketq.store.message_store import GetMessageStatus, MessageStore
@@ -264,9 +265,9 @@ def test_delay_and_transaction_records(tmp_path: Path) -> None:
         assert p.ok and p.logics_offset == 0
         store.wait_dispatched()
         msg = store.look_message_by_offset(r.wrote_offset)
-        assert msg.topic == SCHEDULE_TOPIC and msg.queue_id == 2
+        assert msg.topic == RMQ_SYS_SCHEDULE_TOPIC and msg.queue_id == 2
         assert msg.properties["REAL_TOPIC"] == "Later" and msg.properties["REAL_QID"] == "1"
-        cq = store.find_consume_queue(SCHEDULE_TOPIC, 2)
+        cq = store.find_consume_queue(RMQ_SYS_SCHEDULE_TOPIC, 2)
         unit = cq.get_unit(0)
         assert unit.tags_code == msg.store_timestamp + 10_000  # level 3 = 10 s
         assert store.get_max_offset_in_queue("TxTopic", 0) == 0  # prepared: no unit

@@ -53,11 +53,12 @@ from rocketq.broker.topic_config_manager import BrokerTopicConfigManager
 from rocketq.broker.topic_validator import PERM_READ, PERM_WRITE
 from rocketq.broker.transactional_message_check_service import TransactionalMessageCheckService
 from rocketq.common.message import MessageExt
+from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import create_request
 from rocketq.remoting.errors import RemotingError
 from rocketq.remoting.transport import ProcessorTable, RemotingConnection, RemotingServer, RequestProcessor
-from rocketq.store.commit_log import SCHEDULE_TOPIC, PutMessageResult
+from rocketq.store.commit_log import PutMessageResult
 from rocketq.store.config_json import TopicConfig
 from rocketq.store.message_store import MessageStore
 from rocketq.store.store_config import MessageStoreConfig
@@ -329,7 +330,7 @@ class BrokerController:
                              store_timestamp: int, properties: dict[str, str]) -> None:  # fmt: skip
         """The store's arrival listener (dispatch thread): wake held pulls, and the delivery thread of a parked
         message when it is due before the time that thread sleeps until."""
-        if topic == SCHEDULE_TOPIC:
+        if topic == RMQ_SYS_SCHEDULE_TOPIC:
             self.schedule_message_service.notify_parked(queue_id, tags_code)  # a parked unit's tag code: its due time
         elif topic == TIMER_TOPIC:
             self.timer_message_service.notify_parked(max_offset - 1, properties)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from rocketq.broker.delayed_delivery import DelayedDeliveryService, now_ms, restore_real_message
 from rocketq.broker.timer_message_service import PROPERTY_START_DELIVER_TIME, TIMER_PROPERTIES
 from rocketq.common.message import PROPERTY_DELAY_TIME_LEVEL, MessageExt
-from rocketq.store.commit_log import SCHEDULE_TOPIC
+from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
     from rocketq.broker.broker_controller import BrokerController
@@ -78,7 +78,7 @@ class ScheduleMessageService(DelayedDeliveryService):
         offsets = store.delay_offset_manager
         for level in self.delay_level_table:
             current = offsets.offset_table.get(level)
-            cq = store.find_consume_queue(SCHEDULE_TOPIC, level - 1, create=False)
+            cq = store.find_consume_queue(RMQ_SYS_SCHEDULE_TOPIC, level - 1, create=False)
             if current is None or cq is None:
                 continue
             low, high = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
@@ -103,7 +103,7 @@ class ScheduleMessageService(DelayedDeliveryService):
         its head comes due (None when the level has nothing pending)."""
         store = self.controller.store
         offsets = store.delay_offset_manager
-        cq = store.find_consume_queue(SCHEDULE_TOPIC, level - 1, create=False)
+        cq = store.find_consume_queue(RMQ_SYS_SCHEDULE_TOPIC, level - 1, create=False)
         if cq is None:
             return None
         start = offsets.query_offset(level, 0)

@@ -79,7 +79,8 @@ from rocketq.common.message import (
     MessageExt,
     transaction_type,
 )
-from rocketq.store.commit_log import SCHEDULE_TOPIC, PutMessageResult, PutMessageStatus
+from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
+from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
 from rocketq.store.config_json import ConfigManager, _as_mapping
 
 if TYPE_CHECKING:
@@ -96,7 +97,8 @@ PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
 PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
 PROPERTY_START_DELIVER_TIME = "__STARTDELIVERTIME"
 TIMER_PROPERTIES = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
-_NOT_TIMED_TOPICS = frozenset({TIMER_TOPIC, SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC})
+_NOT_TIMED_TOPICS = frozenset({TIMER_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC,
+                               RMQ_SYS_TRANS_OP_HALF_TOPIC})
 
 #: Parked records read per round of the start-up (and catch-up) scan before the loop is let go.
 SCAN_BATCH = 2048

@@ -682,13 +682,13 @@ class RecordBlock:
             has = idx >= 0
             codes[has] = table[idx[has]]
         if schedule_code is not None:
-            from rocketq.store.commit_log import SCHEDULE_TOPIC
+            from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 
-            sched = np.flatnonzero(np.asarray(pc.equal(self.topics(), SCHEDULE_TOPIC), dtype=bool))
+            sched = np.flatnonzero(np.asarray(pc.equal(self.topics(), RMQ_SYS_SCHEDULE_TOPIC), dtype=bool))
             for r in sched.tolist():
                 entries = np.flatnonzero(props.row == r)
                 info = RecordInfo(
-                    True, int(self.total[r]), SCHEDULE_TOPIC, int(self.queue_id[r]), int(self.phys[r]),
+                    True, int(self.total[r]), RMQ_SYS_SCHEDULE_TOPIC, int(self.queue_id[r]), int(self.phys[r]),
                     int(self.queue_offset[r]), int(self.store_ts[r]), int(self.sys_flag[r]),
                     int(self.prepared[r]),
                     dict(zip(props.names.take(pa.array(entries)).to_pylist(),

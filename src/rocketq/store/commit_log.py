@@ -58,6 +58,7 @@ from rocketq.common.message import (
     transaction_type,
 )
 from rocketq.common.message_id import create_offset_message_id
+from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 from rocketq.store.dispatch import DispatchBatch, DispatchRequest, empty_properties
 from rocketq.store.mapped_file import MappedFile
 from rocketq.store.mapped_file_queue import MappedFileQueue
@@ -73,7 +74,6 @@ from rocketq.store.record_scan import (
 from rocketq.store.recovery import RecoveryDispatch, RecoveryReport, scan_commit_log
 from rocketq.store.store_config import MessageStoreConfig
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 HANDOFF_LIMIT = 1 << 16  # rows kept for the reput service at most (beyond that it parses the records)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -208,7 +208,7 @@ class CommitLog:
         if PROPERTY_DELAY_TIME_LEVEL not in msg.properties:
             return
         tt = transaction_type(msg.sys_flag)
-        if tt not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) or msg.topic == SCHEDULE_TOPIC:
+        if tt not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) or msg.topic == RMQ_SYS_SCHEDULE_TOPIC:
             return
         raw = msg.properties.get(PROPERTY_DELAY_TIME_LEVEL)
         if not raw:
@@ -227,7 +227,7 @@ class CommitLog:
         props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
         msg.properties = {k: props[k] for k in hashmap_order(props)}
         msg.properties_bytes = None
-        msg.topic = SCHEDULE_TOPIC
+        msg.topic = RMQ_SYS_SCHEDULE_TOPIC
         msg.queue_id = level - 1
 
     def put_message(self, msg: MessageExt) -> PutMessageResult:
@@ -341,7 +341,7 @@ class CommitLog:
         props = m.properties
         tags = props.get(PROPERTY_TAGS)
         code = self._tag_code(tags) if tags else 0
-        if m.topic == SCHEDULE_TOPIC:
+        if m.topic == RMQ_SYS_SCHEDULE_TOPIC:
             code = self._schedule_tags_code(props.get(PROPERTY_DELAY_TIME_LEVEL), m.store_timestamp, code)
         return (m.topic, m.queue_id, m.commit_log_offset, size, code, m.store_timestamp, m.queue_offset,
                 props.get(PROPERTY_KEYS), props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), m.sys_flag,
@@ -408,7 +408,7 @@ class CommitLog:
         props = info.properties or {}
         tags = props.get(PROPERTY_TAGS)
         code = self._tag_code(tags) if tags else 0
-        if info.topic == SCHEDULE_TOPIC:
+        if info.topic == RMQ_SYS_SCHEDULE_TOPIC:
             code = self._schedule_tags_code(props.get(PROPERTY_DELAY_TIME_LEVEL), info.store_timestamp, code)
         return code
 
@@ -476,9 +476,9 @@ class CommitLog:
             tags, keys, uniqs, delays = pick_dispatch_properties_of_raws(found)
         codes = {t: self._tag_code(t) if t else 0 for t in set(tags)}
         tags_codes = list(map(codes.__getitem__, tags))
-        if SCHEDULE_TOPIC in topics:
+        if RMQ_SYS_SCHEDULE_TOPIC in topics:
             for i, topic in enumerate(topics):
-                if topic == SCHEDULE_TOPIC:
+                if topic == RMQ_SYS_SCHEDULE_TOPIC:
                     tags_codes[i] = self._schedule_tags_code(delays[i], store_ts[i], tags_codes[i])
         return DispatchBatch(topics, run.queue_id.tolist(), run.phys, run.size, tags_codes, store_ts,
                              run.queue_offset, keys, uniqs, run.sys_flag, run.prepared_offset, props_col)  # fmt: skip
@@ -492,10 +492,10 @@ class CommitLog:
         tags_codes = np.zeros(n, dtype=np.int64)
         codes = java_hashes_of_ranges(data, starts, ends).astype(np.int64)
         tags_codes[records] = np.where(codes >= 1 << 31, codes - (1 << 32), codes)  # String.hashCode is signed
-        if SCHEDULE_TOPIC in topics:
+        if RMQ_SYS_SCHEDULE_TOPIC in topics:
             delays = found.strings("DELAY")
             for i, topic in enumerate(topics):
-                if topic == SCHEDULE_TOPIC:
+                if topic == RMQ_SYS_SCHEDULE_TOPIC:
                     tags_codes[i] = self._schedule_tags_code(delays[i], store_ts[i], int(tags_codes[i]))
         uniq_records, uniq_starts, uniq_ends = found.values["UNIQ_KEY"]
         key_records, key_starts, key_ends = split_key_tokens(found, *found.values["KEYS"])
@@ -649,7 +649,6 @@ class CommitLog:
 
 __all__ = [
     "BLANK_MAGIC_CODE",
-    "SCHEDULE_TOPIC",
     "CommitLog",
     "DispatchRequest",
     "PutMessageResult",

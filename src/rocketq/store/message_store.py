@@ -53,9 +53,9 @@ from rocketq.common.message import (
     MessageExt,
 )
 from rocketq.common.message_id import UniqueIdGenerator, decode_offset_message_id
+from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
 from rocketq.store.checkpoint import StoreCheckpoint
 from rocketq.store.commit_log import (
-    SCHEDULE_TOPIC,
     CommitLog,
     PutMessageResult,
     PutMessageStatus,
@@ -82,10 +82,8 @@ from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
 from rocketq.store.store_lock import StoreLock
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 # Topics the store writes for itself; the broker keeps no write-queue limit for them here.
-INTERNAL_TOPICS = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
+INTERNAL_TOPICS = frozenset({RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC})
 MAX_QUEUE_ID = 1023
 _UNCHECKED = object()
 DISPATCH_BATCH = 1024  # records per dispatch round: bounds the wake-up delay of a long poll
