@@ -10,7 +10,9 @@ Files ``consumequeue/<topic>/<queueId>/<20-digit logical offset>`` hold
 A unit is valid when offset ≥ 0 and size > 0; zeros end the data. Filler
 units (offset 0, size 0x7FFFFFFF) stand before the first real unit of a queue
 whose files were rebuilt from the middle. Units are read in bulk as numpy
-structured arrays (one copy out of the mapping, no per-unit Python work).
+structured arrays (one copy out of the mapping, no per-unit Python work); they
+are written through the file (``pwrite``), so a full disk is an OSError for the
+dispatcher, not a SIGBUS on a sparse page of the mapping.
 """
 
 from __future__ import annotations
@@ -172,7 +174,7 @@ class ConsumeQueue:
             if expect < current:
                 return True
         pos = mf.wrote_position
-        CQ_UNIT.pack_into(mf.mm, pos, phys, size, tags_code)
+        mf.pwrite(pos, CQ_UNIT.pack(phys, size, tags_code))
         mf.wrote_position = mf.committed_position = pos + CQ_STORE_UNIT_SIZE
         self.max_physic_offset = phys + size
         return True
@@ -210,7 +212,7 @@ class ConsumeQueue:
                     block["size"] = sizes[i:j]
                     block["tags"] = tags[i:j]
                     end = pos + count * unit
-                    mf.mm[pos:end] = block.tobytes()
+                    mf.pwrite(pos, block.tobytes())
                     mf.wrote_position = mf.committed_position = end
                     self.max_physic_offset = int(ends[j - 1])
                     i = j
@@ -227,7 +229,9 @@ class ConsumeQueue:
     def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:
         n = (until_where % self.mapped_file_size) // CQ_STORE_UNIT_SIZE
         if n:
-            mf.append(_FILLER * n)
+            pos = mf.wrote_position
+            mf.pwrite(pos, _FILLER * n)
+            mf.wrote_position = mf.committed_position = pos + n * CQ_STORE_UNIT_SIZE
 
     # --- reading -----------------------------------------------------------------
     def get_min_offset_in_queue(self) -> int:

@@ -122,8 +122,10 @@ class IndexFile:
         self.index_num = index_num
         self.read_only = read_only
         self._entries_base = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        # A new file has its blocks reserved (posix_fallocate): a full disk is then an error here rather
+        # than a SIGBUS on a sparse page later (keys land all over the slot table).
         self._mapped = MappedFile(self.path, index_file_size(hash_slot_num, index_num),
-                                  read_only=read_only, create=create)  # fmt: skip
+                                  read_only=read_only, create=create, preallocate=create)  # fmt: skip
         self._mm = self._mapped.mm
         (
             self._begin_timestamp,

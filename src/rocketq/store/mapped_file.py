@@ -173,6 +173,20 @@ class MappedFile:
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         self.mm[pos : pos + len(data)] = data
 
+    def pwrite(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Write *data* at *pos* through the file rather than the mapping (which sees it at once).
+
+        Into a sparse file on a full disk a write through the mapping is a SIGBUS;
+        this raises OSError (ENOSPC) instead, which a caller can handle.
+        """
+        view = memoryview(data)
+        try:
+            done = 0
+            while done < len(view):
+                done += os.pwrite(self._fd, view[done:], pos + done)
+        finally:
+            view.release()
+
     def fill_to_end(self) -> None:
         """Mark the file full without writing (after a BLANK record)."""
         self.wrote_position = self.committed_position = self.file_size
