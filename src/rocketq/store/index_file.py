@@ -30,7 +30,7 @@ import numpy as np
 
 from rocketq.common.errors import StoreError
 from rocketq.common.javacompat import java_string_hash, java_string_hashes
-from rocketq.store.mapped_file import MappedFile, notify_synced
+from rocketq.store.mapped_file import OS_PAGE_SIZE, MappedFile, notify_synced
 
 INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
@@ -122,10 +122,15 @@ class IndexFile:
         self.index_num = index_num
         self.read_only = read_only
         self._entries_base = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
-        # A new file has its blocks reserved (posix_fallocate): a full disk is then an error here rather
-        # than a SIGBUS on a sparse page later (keys land all over the slot table).
         self._mapped = MappedFile(self.path, index_file_size(hash_slot_num, index_num),
-                                  read_only=read_only, create=create, preallocate=create)  # fmt: skip
+                                  read_only=read_only, create=create)  # fmt: skip
+        if create:
+            # The header page is read and written at once: a full disk fails here, not as a SIGBUS.
+            try:
+                self._mapped.reserve(0, min(OS_PAGE_SIZE, self._mapped.file_size))
+            except StoreError:
+                self._mapped.destroy()
+                raise
         self._mm = self._mapped.mm
         (
             self._begin_timestamp,

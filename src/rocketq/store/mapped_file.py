@@ -173,6 +173,14 @@ class MappedFile:
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         self.mm[pos : pos + len(data)] = data
 
+    def reserve(self, start: int, end: int) -> None:
+        """Give bytes [start, end) of the file their blocks now (``posix_fallocate``): on a full disk this
+        raises :class:`StoreError`, where touching those pages through the mapping later would be a SIGBUS."""
+        try:
+            os.posix_fallocate(self._fd, start, end - start)
+        except OSError as e:
+            raise StoreError(f"cannot reserve space in {self.path}: {e.strerror}") from e
+
     def pwrite(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write *data* at *pos* through the file rather than the mapping (which sees it at once).
 
