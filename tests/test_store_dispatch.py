@@ -25,7 +25,13 @@ from rocketq.common.javacompat import (
     java_string_hashes,
     java_string_hashes_after,
 )
-from rocketq.common.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_PREPARED_TYPE, Message, string_to_properties
+from rocketq.common.message import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    Message,
+    MessageExt,
+    string_to_properties,
+)
 from rocketq.store.consume_queue import CQ_DTYPE, ConsumeQueue
 from rocketq.store.dispatch import DispatchBatch
 from rocketq.store.message_store import MessageStore
@@ -111,6 +117,29 @@ def test_hand_off_file_and_per_record_dispatch_build_identical_files(tmp_path: P
         assert tree_bytes(tmp_path / name, "consumequeue") == reference, name
         assert index_contents(tmp_path / name) == index_contents(tmp_path / "each"), name
     assert len(index_contents(tmp_path / "each")) > 2
+
+
+def test_records_without_keys_still_make_the_index_file(tmp_path: Path) -> None:
+    """As IndexService.buildIndex, dispatch makes the last index file (a new one when the last is full)
+    before it looks at the keys: a store of records without keys has one empty index file, and a batch
+    after an exactly full file starts the next one, keys or not (rocketq.spark.rebuild relies on it)."""
+    cfg = small_config(tmp_path / "s", max_index_num=3)
+    with MessageStore(cfg) as store:
+        for i in range(40):
+            assert store.put_message(MessageExt(topic="NoKeys", body=b"x%d" % i, properties={"TAGS": "T"})).ok
+        assert store.wait_dispatched()
+        assert [f.index_count for f in store.index_service.files] == [1]  # one file, no entries
+        assert store.put_message(MessageExt(topic="NoKeys", body=b"k", properties={"KEYS": "a b"})).ok
+        assert store.wait_dispatched()
+        assert [f.index_count for f in store.index_service.files] == [3]  # exactly full
+    shutil.copytree(tmp_path / "s", tmp_path / "file")
+    shutil.rmtree(tmp_path / "file" / "consumequeue")
+    shutil.rmtree(tmp_path / "file" / "index")
+    with MessageStore(small_config(tmp_path / "file", max_index_num=3)) as store:
+        assert [f.index_count for f in store.index_service.files] == [3]  # one batch: its keys fill the file
+        assert store.put_message(MessageExt(topic="NoKeys", body=b"y", properties={"TAGS": "T"})).ok
+        assert store.wait_dispatched()
+        assert [f.index_count for f in store.index_service.files] == [3, 1]  # the next batch starts a file
 
 
 def test_rebuilding_the_golden_store_from_its_commit_log_gives_rocketmqs_files(golden_clean: Path,
