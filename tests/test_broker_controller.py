@@ -46,6 +46,29 @@ def test_broker_conf_sets_broker_and_store(tmp_path: Path) -> None:
         load_broker_config(conf)
     with pytest.raises(BrokerConfigError, match="no such config file"):
         load_broker_config(tmp_path / "missing.conf")
+    for bad, problem in (("70000", "not a port"), ("-1", "not a port"), ("1", "no port for old clients")):
+        conf.write_text(f"listenPort={bad}\n")
+        with pytest.raises(BrokerConfigError, match=problem):
+            load_broker_config(conf)
+    with pytest.raises(BrokerConfigError, match="haListenPort"):
+        load_broker_config(None, ha_listen_port=65536)
+
+
+@pytest.mark.parametrize(("argv", "problem"), [
+    (["start", "--broker-port", "99999"], "not a port"),
+    (["start", "--namesrv-port", "x"], "not an integer"),
+    (["namesrv", "--port", "-1"], "must not be negative"),
+    (["admin", "-n", "127.0.0.1:1", "updateTopic", "-t", "T", "-c", "C", "-r", "0"], "must be at least 1"),
+    (["admin", "-n", "127.0.0.1:1", "queryMsgByOffset", "-t", "T", "-b", "b", "-i", "-1", "-o", "0"],
+     "must not be negative"),
+])  # fmt: skip
+def test_bad_numbers_on_the_command_line_are_usage_errors(argv: list[str], problem: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    from rocketq.cli.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert problem in err and "Traceback" not in err and err.count("\n") == 1
 
 
 def test_register_body_matches_the_golden_frame() -> None:

@@ -172,7 +172,18 @@ def broker_config_from_properties(props: dict[str, str], **overrides: Any
         if not found:
             raise BrokerConfigError(f"unknown broker setting {name!r}")
     sync_store_config(broker, store)
+    _check_ports(broker)
     return broker, store
+
+
+def _check_ports(broker: BrokerConfig) -> None:
+    """A port a socket cannot bind is refused here, with the setting's name, rather than by ``bind``."""
+    if not 0 <= broker.listen_port <= 65535:
+        raise BrokerConfigError(f"listenPort: not a port (0 to 65535): {broker.listen_port}")
+    if broker.listen_port and broker.vip_port <= 0:
+        raise BrokerConfigError(f"listenPort: {broker.listen_port} leaves no port for old clients (listenPort - 2)")
+    if not 0 <= broker.ha_listen_port <= 65535:
+        raise BrokerConfigError(f"haListenPort: not a port (0 to 65535): {broker.ha_listen_port}")
 
 
 def sync_store_config(broker: BrokerConfig, store: MessageStoreConfig) -> None:

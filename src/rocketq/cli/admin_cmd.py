@@ -24,6 +24,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from rocketq.cli.args import non_negative, positive
 from rocketq.client.admin import (
     RETRY_GROUP_TOPIC_PREFIX,
     TOOLS_CONSUMER_GROUP,
@@ -324,8 +325,8 @@ def _update_topic_options(p: argparse.ArgumentParser) -> None:
     where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="create the topic on this broker")
     where.add_argument("-c", "--clusterName", dest="cluster", help="create the topic on every master of this cluster")
     p.add_argument("-t", "--topic", required=True, help="topic name")
-    p.add_argument("-r", "--readQueueNums", dest="read_queue_nums", type=int, default=8, help="read queues (8)")
-    p.add_argument("-w", "--writeQueueNums", dest="write_queue_nums", type=int, default=8, help="write queues (8)")
+    p.add_argument("-r", "--readQueueNums", dest="read_queue_nums", type=positive, default=8, help="read queues (8)")
+    p.add_argument("-w", "--writeQueueNums", dest="write_queue_nums", type=positive, default=8, help="write queues (8)")
     p.add_argument("-p", "--perm", type=int, default=6, choices=(2, 4, 6), help="permission: 2 W, 4 R, 6 RW (6)")
     p.add_argument("-o", "--order", type=_bool, default=False, help="ordered topic: true|false (false)")
     p.add_argument("-u", "--unit", type=_bool, default=False, help="unit topic: true|false (false)")
@@ -504,9 +505,9 @@ def _update_sub_group_options(p: argparse.ArgumentParser) -> None:
                    help="(false)")  # fmt: skip
     p.add_argument("-o", "--consumeMessageOrderly", dest="consume_message_orderly", type=_bool, default=False,
                    help="(false)")  # fmt: skip
-    p.add_argument("-q", "--retryQueueNums", dest="retry_queue_nums", type=int, default=1, help="(1)")
+    p.add_argument("-q", "--retryQueueNums", dest="retry_queue_nums", type=non_negative, default=1, help="(1)")
     p.add_argument("-r", "--retryMaxTimes", dest="retry_max_times", type=int, default=16, help="(16)")
-    p.add_argument("-i", "--brokerId", dest="broker_id", type=int, default=0, help="consume from this broker id (0)")
+    p.add_argument("-i", "--brokerId", dest="broker_id", type=non_negative, default=0, help="read from broker id (0)")
     p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", dest="which_broker_when_consume_slowly", type=int,
                    default=1, help="(1)")  # fmt: skip
     p.add_argument("-a", "--notifyConsumerIdsChanged", dest="notify_consumer_ids_changed_enable", type=_bool,
@@ -565,7 +566,7 @@ def _query_by_key_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--beginTimestamp", dest="begin", type=_timestamp, default=0, help="store time from (ms)")
     p.add_argument("-e", "--endTimestamp", dest="end", type=_timestamp, default=2**63 - 1,
                    help="store time up to (ms)")  # fmt: skip
-    p.add_argument("-m", "--maxNum", dest="max_num", type=int, default=64, help="at most this many (64)")
+    p.add_argument("-m", "--maxNum", dest="max_num", type=positive, default=64, help="at most this many (64)")
 
 
 @verb("queryMsgByKey", "Look messages up by key in the brokers' index.",
@@ -585,8 +586,8 @@ async def query_msg_by_key(admin: MQAdmin, args: argparse.Namespace) -> None:
 def _query_by_offset_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True, help="topic name")
     p.add_argument("-b", "--brokerName", dest="broker_name", required=True, help="broker name")
-    p.add_argument("-i", "--queueId", dest="queue_id", type=int, required=True, help="queue id")
-    p.add_argument("-o", "--offset", type=int, required=True, help="queue offset")
+    p.add_argument("-i", "--queueId", dest="queue_id", type=non_negative, required=True, help="queue id")
+    p.add_argument("-o", "--offset", type=non_negative, required=True, help="queue offset")
 
 
 @verb("queryMsgByOffset", "Show the message at one queue offset.",
@@ -606,13 +607,13 @@ def _send_message_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", "--key", help="message keys (separated by spaces)")
     p.add_argument("-c", "--tags", help="message tag")
     p.add_argument("-b", "--broker", help="send to this broker name")
-    p.add_argument("-i", "--qid", type=int, help="send to this queue (needs -b)")
+    p.add_argument("-i", "--qid", type=non_negative, help="send to this queue (needs -b)")
     p.add_argument("-m", "--msgTraceEnable", dest="trace", type=_bool, default=False,
                    help="message trace: accepted for mqadmin compatibility, "
                    "rocketq has no trace topic (false)")  # fmt: skip
     p.add_argument("--property", dest="properties", action="append", default=[], metavar="NAME=VALUE",
                    help="a user property (repeatable; rocketq only)")  # fmt: skip
-    p.add_argument("--count", type=int, default=1, help="send the message this many times (rocketq only; 1)")
+    p.add_argument("--count", type=positive, default=1, help="send the message this many times (rocketq only; 1)")
 
 
 @verb("sendMessage", "Send a message (round robin over the topic's writable queues unless -b/-i say where).",
@@ -660,13 +661,13 @@ async def _fresh_route(
 def _consume_message_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True, help="topic name")
     p.add_argument("-b", "--brokerName", dest="broker_name", help="only this broker")
-    p.add_argument("-i", "--queueId", dest="queue_id", type=int, help="only this queue (needs -b)")
-    p.add_argument("-o", "--offset", type=int, help="from this queue offset (needs -i)")
+    p.add_argument("-i", "--queueId", dest="queue_id", type=non_negative, help="only this queue (needs -b)")
+    p.add_argument("-o", "--offset", type=non_negative, help="from this queue offset (needs -i)")
     p.add_argument("-g", "--consumerGroup", dest="group", default=TOOLS_CONSUMER_GROUP,
                    help=f"consumer group to pull as ({TOOLS_CONSUMER_GROUP}); nothing is committed")  # fmt: skip
     p.add_argument("-s", "--beginTimestamp", dest="begin", type=_timestamp, default=0, help="stored from (ms)")
     p.add_argument("-e", "--endTimestamp", dest="end", type=_timestamp, default=0, help="stored up to (ms)")
-    p.add_argument("-c", "--MessageNumber", dest="count", type=int, default=128, help="at most this many (128)")
+    p.add_argument("-c", "--MessageNumber", dest="count", type=positive, default=128, help="at most this many (128)")
 
 
 @verb("consumeMessage", "Read messages of a topic (pull, oldest first, nothing committed).",
@@ -676,8 +677,6 @@ async def consume_message(admin: MQAdmin, args: argparse.Namespace) -> None:
         raise AdminError("a queue (-i) needs a broker name (-b)")
     if args.offset is not None and args.queue_id is None:
         raise AdminError("an offset (-o) needs a queue (-i)")
-    if args.count <= 0:
-        raise AdminError("the message number (-c) must be positive")
     msgs = await admin.consume(args.topic.strip(), broker_name=args.broker_name, queue_id=args.queue_id,
                                offset=args.offset, begin=args.begin, end=args.end, count=args.count,
                                group=args.group)  # fmt: skip

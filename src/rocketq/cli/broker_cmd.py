@@ -19,6 +19,7 @@ from typing import Any
 
 from rocketq.broker.broker_config import load_broker_config
 from rocketq.broker.broker_controller import BrokerController
+from rocketq.cli.args import port
 
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
@@ -56,9 +57,9 @@ def register_start(groups: argparse._SubParsersAction) -> None:  # type: ignore[
                    help="a broker.conf for the broker (its namesrvAddr becomes this name server)")  # fmt: skip
     s.add_argument("--store", metavar="DIR", type=Path, default=None,
                    help="store directory (storePathRootDir; default: the config's, else ~/store)")  # fmt: skip
-    s.add_argument("--namesrv-port", metavar="N", type=int, default=DEFAULT_NAMESRV_PORT,
+    s.add_argument("--namesrv-port", metavar="N", type=port, default=DEFAULT_NAMESRV_PORT,
                    help=f"name server port (default {DEFAULT_NAMESRV_PORT})")  # fmt: skip
-    s.add_argument("--broker-port", metavar="N", type=int, default=None,
+    s.add_argument("--broker-port", metavar="N", type=port, default=None,
                    help=f"broker port, listenPort (default: the config's, else {DEFAULT_BROKER_PORT})")  # fmt: skip
     s.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     s.set_defaults(func=cmd_start)

@@ -28,6 +28,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from rocketq.cli.args import positive
 from rocketq.client import ClientConfig, ConsumeFromWhere, InvalidMessageError, LitePullConsumer, Producer, new_message
 from rocketq.client.client_config import resolve_namesrv_addrs
 from rocketq.client.producer import check_topic
@@ -63,7 +64,7 @@ def register_produce(groups: argparse._SubParsersAction) -> None:  # type: ignor
     p.add_argument("--keys", default=None, help="keys, space-separated ({i}: message number)")
     p.add_argument("--property", action="append", default=[], metavar="K=V", help="a user property (repeatable)")
     p.add_argument("--batch", type=int, default=1, metavar="N", help="messages per request (default 1: no batching)")
-    p.add_argument("--inflight", type=int, default=1, metavar="N",
+    p.add_argument("--inflight", type=positive, default=1, metavar="N",
                    help="requests in flight at once (default 1: one after another)")  # fmt: skip
     p.add_argument("-g", "--group", default=DEFAULT_PRODUCER_GROUP, help=f"producer group ({DEFAULT_PRODUCER_GROUP})")
     p.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for each send (default 3)")

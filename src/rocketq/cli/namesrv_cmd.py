@@ -8,6 +8,7 @@ import contextlib
 import signal
 from pathlib import Path
 
+from rocketq.cli.args import port
 from rocketq.namesrv.namesrv_controller import NamesrvController
 
 
@@ -21,7 +22,7 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("-p", "--port", type=int, default=9876, help="port to listen on (default 9876)")
+    p.add_argument("-p", "--port", type=port, default=9876, help="port to listen on (default 9876)")
     p.add_argument("--kv-config", metavar="FILE", type=Path, default=None,
                    help="KV config file (default ~/namesrv/kvConfig.json)")  # fmt: skip
     p.set_defaults(func=cmd_namesrv)

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rocketq.cli.store_cmd import CommandError, _positive
+from rocketq.cli.args import positive
+from rocketq.cli.store_cmd import CommandError
 from rocketq.common.errors import RocketqError
 from rocketq.store.store_settings import store_directory, store_settings
 
@@ -214,7 +215,7 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                                        formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
         parsers[name].add_argument("dir", metavar="DIR", help="the store directory (storePathRootDir)")
     p = parsers["rebuild"]
-    p.add_argument("--max-partition-bytes", metavar="N", type=_positive, default=128 << 20,
+    p.add_argument("--max-partition-bytes", metavar="N", type=positive, default=128 << 20,
                    help="commit-log bytes per decode task (default 128 MiB)")  # fmt: skip
     p.set_defaults(func=cmd_rebuild)
     p = parsers["export"]
@@ -226,14 +227,14 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p = parsers["stats"]
     p.add_argument("--chart", metavar="PNG", default="rocketq-stats.png",
                    help="where to draw the rate chart (default rocketq-stats.png; - for none)")  # fmt: skip
-    p.add_argument("--top", metavar="N", type=_positive, default=5, help="top N tags and keys per topic")
+    p.add_argument("--top", metavar="N", type=positive, default=5, help="top N tags and keys per topic")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_stats)
     p = parsers["query"]
     p.add_argument("--key", metavar="K", help="a KEYS token or a UNIQ_KEY")
     p.add_argument("--time-range", metavar=("A", "B"), nargs=2, type=_time_arg, help="store time from A to B")
     p.add_argument("--topic", metavar="T", help="only topic T")
-    p.add_argument("--max", metavar="N", type=_positive, default=1000, help="at most N messages (default 1000)")
+    p.add_argument("--max", metavar="N", type=positive, default=1000, help="at most N messages (default 1000)")
     p.add_argument("--json", action="store_true", help="JSON lines")
     p.set_defaults(func=cmd_query)
     p = sub.add_parser("package", help="zip the rocketq package for spark-submit --py-files",

@@ -39,6 +39,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from rocketq.cli.args import non_negative, positive
 from rocketq.common.codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -1350,23 +1351,6 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``store`` group and its subcommands to the top-level parser's subcommands."""
     store = groups.add_parser(
@@ -1396,7 +1380,7 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.set_defaults(func=cmd_inspect)
     p = parsers["dump"]
     p.add_argument("--topic", metavar="T", help="only messages of topic T")
-    p.add_argument("--queue", metavar="Q", type=_non_negative, help="only messages of queue id Q")
+    p.add_argument("--queue", metavar="Q", type=non_negative, help="only messages of queue id Q")
     p.add_argument("--json", action="store_true", help="JSON lines instead of a readable summary")
     p.set_defaults(func=cmd_dump)
     p = parsers["import"]
@@ -1407,21 +1391,21 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p = parsers["query"]
     p.add_argument("--topic", metavar="T", required=True, help="the topic")
     p.add_argument("--key", metavar="K", required=True, help="a key (KEYS token) or unique key (UNIQ_KEY)")
-    p.add_argument("--max", metavar="N", type=_positive, default=32, help="at most N messages (default 32)")
-    p.add_argument("--begin", metavar="MS", type=_non_negative, default=0, help="stored at or after MS")
-    p.add_argument("--end", metavar="MS", type=_non_negative, help="stored at or before MS (default: now)")
+    p.add_argument("--max", metavar="N", type=positive, default=32, help="at most N messages (default 32)")
+    p.add_argument("--begin", metavar="MS", type=non_negative, default=0, help="stored at or after MS")
+    p.add_argument("--end", metavar="MS", type=non_negative, help="stored at or before MS (default: now)")
     p.add_argument("--json", action="store_true", help="JSON lines")
     p.set_defaults(func=cmd_query)
     p = parsers["get"]
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--msg-id", metavar="ID", help="offset message id (or unique key, with --topic)")
-    which.add_argument("--offset", metavar="N", type=_non_negative, help="commit-log offset of the record")
+    which.add_argument("--offset", metavar="N", type=non_negative, help="commit-log offset of the record")
     p.add_argument("--topic", metavar="T", help="topic for a unique-key lookup")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_get)
     p = parsers["verify"]
     p.add_argument(
-        "--max-problems", metavar="N", type=_positive, default=20, help="show at most N problems (default 20)"
+        "--max-problems", metavar="N", type=positive, default=20, help="show at most N problems (default 20)"
     )
     p.set_defaults(func=cmd_verify)
     p = parsers["recover"]
