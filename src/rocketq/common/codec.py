@@ -196,8 +196,10 @@ class EncodedRecords:
             queue_offset += queue_step
 
 
-def encode_one(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:
-    """Encode *msg* as one record but for the three fields known only at append time: the one encoder.
+def record_parts(msg: MessageExt, *, allow_v2: bool = False) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """The five parts of *msg*'s record, back to back: header up to BODYLENGTH, body, topic with its length,
+    properties length, properties. The one encoder: :func:`encode_one` joins them, a batch joins the parts
+    of all its records at once.
 
     QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP are left zero (the append path
     fills them in where the record lands). The two IPv6 sysflag bits are set from
@@ -232,28 +234,30 @@ def encode_one(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:
     msg.magic = magic
     msg.store_size = total
     msg.properties_bytes = props
-    return _EMPTY.join((
-        _HEADER_BY_FLAGS[host_flags].pack(
-            total, magic, body_crc, msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp, born_addr,
-            born_host[1], 0, store_addr, store_host[1], msg.reconsume_times, msg.prepared_transaction_offset,
-            body_len),
-        body, topic_part, _I16.pack(props_len), props,
-    ))  # fmt: skip
+    head = _HEADER_BY_FLAGS[host_flags].pack(
+        total, magic, body_crc, msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp, born_addr,
+        born_host[1], 0, store_addr, store_host[1], msg.reconsume_times, msg.prepared_transaction_offset, body_len,
+    )  # fmt: skip
+    return head, body, topic_part, _I16.pack(props_len), props
+
+
+def encode_one(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:
+    """*msg* as one record but for the three fields known only at append time (see :func:`record_parts`)."""
+    return _EMPTY.join(record_parts(msg, allow_v2=allow_v2))
 
 
 def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> EncodedRecords:
-    """Encode *msgs* with :func:`encode_one` into one buffer (see :class:`EncodedRecords`)."""
-    parts: list[bytearray] = []
+    """Encode *msgs* (:func:`record_parts`) into one buffer (see :class:`EncodedRecords`)."""
+    parts: list[bytes] = []
     sizes: list[int] = []
     ts_positions: list[int] = []
     from_dict: list[bool] = []
     for msg in msgs:
         from_dict.append(msg.properties_bytes is None)
-        rec = encode_one(msg, allow_v2=allow_v2)
-        parts.append(rec)
-        sizes.append(len(rec))
+        parts += record_parts(msg, allow_v2=allow_v2)
+        sizes.append(msg.store_size)
         ts_positions.append(68 if msg.sys_flag & BORNHOST_V6_FLAG else 56)
-    return EncodedRecords(parts[0] if len(parts) == 1 else _EMPTY.join(parts), sizes, ts_positions, from_dict)
+    return EncodedRecords(_EMPTY.join(parts), sizes, ts_positions, from_dict)
 
 
 def encode_record(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:
