@@ -169,8 +169,8 @@ class EncodedRecords:
     STORETIMESTAMP sits in each record; ``from_dict`` says whether each record's
     property bytes were encoded from its message's ``properties`` (rather than
     taken from its ``properties_bytes``). The append path fills the three fields
-    in (:meth:`patch`) and copies ``data`` into the mapped file with one slice
-    assignment.
+    in (:func:`patch_record` does it for one record) and copies ``data`` into the
+    mapped file with one slice assignment.
     """
 
     __slots__ = ("data", "from_dict", "sizes", "total", "ts_pos")
@@ -181,19 +181,6 @@ class EncodedRecords:
         self.ts_pos = ts_pos
         self.from_dict = from_dict
         self.total = len(data)
-
-    def patch(self, queue_offset: int, queue_step: int, physical_offset: int, store_timestamp: int) -> None:
-        """Fill in the append-time fields: record *i* gets queue offset ``queue_offset + i × queue_step``,
-        its own physical offset counted from *physical_offset*, and *store_timestamp*."""
-        data = self.data
-        pack_offsets = _QUEUE_AND_PHYSICAL_OFFSET.pack_into
-        pack_ts = _I64.pack_into
-        pos = 0
-        for size, ts_pos in zip(self.sizes, self.ts_pos, strict=True):
-            pack_offsets(data, pos + QUEUE_OFFSET_POS, queue_offset, physical_offset + pos)
-            pack_ts(data, pos + ts_pos, store_timestamp)
-            pos += size
-            queue_offset += queue_step
 
 
 def record_parts(msg: MessageExt, *, allow_v2: bool = False) -> tuple[bytes, bytes, bytes, bytes, bytes]:

@@ -354,18 +354,23 @@ class CommitLog:
             qo = queue_offset = self.topic_queue_table.get(key, 0) if step else 0
             pos = mf.wrote_position
             phys = wrote_offset = mf.file_from_offset + pos
-            enc.patch(qo, step, phys, store_ts)
             rows = self.handoff
             if rows is not None and len(rows) >= HANDOFF_LIMIT:
                 rows = None  # the reput service is far behind: it parses these records
             row = self._row
-            for m, size, from_dict in zip(msgs, enc.sizes, enc.from_dict, strict=True):
+            data = enc.data
+            rel = 0  # where the record starts in data
+            # One pass: each record's append-time fields, its message's offsets, its dispatch row.
+            for m, size, ts_pos, from_dict in zip(msgs, enc.sizes, enc.ts_pos, enc.from_dict, strict=True):
+                _pack_offsets(data, rel + QUEUE_OFFSET_POS, qo, phys)
+                _pack_i64(data, rel + ts_pos, store_ts)
                 m.queue_offset, m.commit_log_offset, m.store_timestamp = qo, phys, store_ts
                 if rows is not None and from_dict:
                     rows.append(row(m, size))
+                rel += size
                 phys += size
                 qo += step
-            mf.mm[pos : pos + total] = enc.data
+            mf.mm[pos : pos + total] = data
             mf.wrote_position = mf.committed_position = pos + total
             mf.store_timestamp = store_ts
             if step:
