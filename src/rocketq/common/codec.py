@@ -135,6 +135,7 @@ _TOPIC_PARTS: dict[str, tuple[bytes, bool]] = {}
 _TOPIC_PARTS_MAX = 4096
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET: adjacent at 20
 _EMPTY = bytearray()
+_crc32 = zlib.crc32
 
 
 # Host address -> (its bytes, all bits set when IPv6 else 0): the host part of a record, made once per address.
@@ -168,8 +169,8 @@ class EncodedRecords:
     STORETIMESTAMP sits in each record; ``from_dict`` says whether each record's
     property bytes were encoded from its message's ``properties`` (rather than
     taken from its ``properties_bytes``). The append path fills the three fields
-    in (:meth:`patch`) and copies ``data`` into the mapped file with one slice
-    assignment.
+    in (:func:`patch_record` does it for one record) and copies ``data`` into the
+    mapped file with one slice assignment.
     """
 
     __slots__ = ("data", "from_dict", "sizes", "total", "ts_pos")
@@ -181,86 +182,79 @@ class EncodedRecords:
         self.from_dict = from_dict
         self.total = len(data)
 
-    def patch(self, queue_offset: int, queue_step: int, physical_offset: int, store_timestamp: int) -> None:
-        """Fill in the append-time fields: record *i* gets queue offset ``queue_offset + i × queue_step``,
-        its own physical offset counted from *physical_offset*, and *store_timestamp*."""
-        data = self.data
-        pack_offsets = _QUEUE_AND_PHYSICAL_OFFSET.pack_into
-        pack_ts = _I64.pack_into
-        pos = 0
-        for size, ts_pos in zip(self.sizes, self.ts_pos, strict=True):
-            pack_offsets(data, pos + QUEUE_OFFSET_POS, queue_offset, physical_offset + pos)
-            pack_ts(data, pos + ts_pos, store_timestamp)
-            pos += size
-            queue_offset += queue_step
+
+def record_parts(msg: MessageExt, *, allow_v2: bool = False) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """The five parts of *msg*'s record, back to back: header up to BODYLENGTH, body, topic with its length,
+    properties length, properties. The one encoder: :func:`encode_one` joins them, a batch joins the parts
+    of all its records at once.
+
+    QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP are left zero (the append path
+    fills them in where the record lands). The two IPv6 sysflag bits are set from
+    the host address families and BODYCRC is computed; the message's ``sys_flag``,
+    ``body_crc``, ``magic``, ``store_size`` and ``properties_bytes`` are updated to
+    what is written. Raises :class:`PropertiesTooLongError`, or ValueError for a
+    topic longer than 127 characters when not *allow_v2*.
+    """
+    born_host = msg.born_host
+    store_host = msg.store_host
+    born_addr, born_v6 = _HOSTS.get(born_host[0]) or _host(born_host[0])
+    store_addr, store_v6 = _HOSTS.get(store_host[0]) or _host(store_host[0])
+    host_flags = (born_v6 & BORNHOST_V6_FLAG) | (store_v6 & STOREHOSTADDRESS_V6_FLAG)
+    sys_flag = (msg.sys_flag & ~_HOST_FLAGS) | host_flags
+    topic = msg.topic
+    topic_part, v2 = _TOPIC_PARTS.get(topic) or _topic_part(topic)
+    if v2 and not allow_v2:
+        raise ValueError(f"topic longer than {MAX_TOPIC_LENGTH_V1} characters")
+    props = msg.properties_bytes
+    if props is None:
+        props = _encode_properties(msg.properties)
+    props_len = len(props)
+    if props_len > MAX_PROPERTIES_LENGTH:
+        raise PropertiesTooLongError(f"properties of {props_len} bytes exceed {MAX_PROPERTIES_LENGTH}")
+    body = msg.body or b""
+    body_len = len(body)
+    total = _FIXED_LENGTH[host_flags] + body_len + len(topic_part) + 2 + props_len
+    body_crc = _crc32(body) & 0x7FFFFFFF if body_len else 0
+    magic = MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE
+    msg.sys_flag = sys_flag
+    msg.body_crc = body_crc
+    msg.magic = magic
+    msg.store_size = total
+    msg.properties_bytes = props
+    head = _HEADER_BY_FLAGS[host_flags].pack(
+        total, magic, body_crc, msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp, born_addr,
+        born_host[1], 0, store_addr, store_host[1], msg.reconsume_times, msg.prepared_transaction_offset, body_len,
+    )  # fmt: skip
+    return head, body, topic_part, _I16.pack(props_len), props
+
+
+def encode_one(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:
+    """*msg* as one record but for the three fields known only at append time (see :func:`record_parts`)."""
+    return _EMPTY.join(record_parts(msg, allow_v2=allow_v2))
 
 
 def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> EncodedRecords:
-    """Encode *msgs* up to the append-time fields (see :class:`EncodedRecords`): the one encoder.
-
-    The two IPv6 sysflag bits are set from the host address families and BODYCRC
-    is computed; each message's ``sys_flag``, ``body_crc``, ``magic``,
-    ``store_size`` and ``properties_bytes`` are updated to what will be written.
-    Raises :class:`PropertiesTooLongError`, or ValueError for a topic longer than
-    127 characters when not *allow_v2*.
-    """
+    """Encode *msgs* (:func:`record_parts`) into one buffer (see :class:`EncodedRecords`)."""
     parts: list[bytes] = []
     sizes: list[int] = []
     ts_positions: list[int] = []
     from_dict: list[bool] = []
-    headers = _HEADER_BY_FLAGS
-    fixed_lengths = _FIXED_LENGTH
-    crc32 = zlib.crc32
-    topic_parts = _TOPIC_PARTS
-    hosts = _HOSTS
     for msg in msgs:
-        born_host = msg.born_host
-        store_host = msg.store_host
-        born_addr, born_v6 = hosts.get(born_host[0]) or _host(born_host[0])
-        store_addr, store_v6 = hosts.get(store_host[0]) or _host(store_host[0])
-        host_flags = (born_v6 & BORNHOST_V6_FLAG) | (store_v6 & STOREHOSTADDRESS_V6_FLAG)
-        sys_flag = (msg.sys_flag & ~_HOST_FLAGS) | host_flags
-        topic = msg.topic
-        topic_part, v2 = topic_parts.get(topic) or _topic_part(topic)
-        if v2 and not allow_v2:
-            raise ValueError(f"topic longer than {MAX_TOPIC_LENGTH_V1} characters")
-        props = msg.properties_bytes
-        if props is None:
-            props = _encode_properties(msg.properties)
-            from_dict.append(True)
-        else:
-            from_dict.append(False)
-        props_len = len(props)
-        if props_len > MAX_PROPERTIES_LENGTH:
-            raise PropertiesTooLongError(f"properties of {props_len} bytes exceed {MAX_PROPERTIES_LENGTH}")
-        body = msg.body or b""
-        body_len = len(body)
-        total = fixed_lengths[host_flags] + body_len + len(topic_part) + 2 + props_len
-        body_crc = crc32(body) & 0x7FFFFFFF if body_len else 0
-        magic = MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE
-        head = headers[host_flags].pack(
-            total, magic, body_crc, msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp, born_addr,
-            born_host[1], 0, store_addr, store_host[1], msg.reconsume_times, msg.prepared_transaction_offset, body_len,
-        )  # fmt: skip
-        parts += (head, body, topic_part, _I16.pack(props_len), props)
-        sizes.append(total)
-        ts_positions.append(68 if born_v6 else 56)
-        msg.sys_flag = sys_flag
-        msg.body_crc = body_crc
-        msg.magic = magic
-        msg.store_size = total
-        msg.properties_bytes = props
+        from_dict.append(msg.properties_bytes is None)
+        parts += record_parts(msg, allow_v2=allow_v2)
+        sizes.append(msg.store_size)
+        ts_positions.append(68 if msg.sys_flag & BORNHOST_V6_FLAG else 56)
     return EncodedRecords(_EMPTY.join(parts), sizes, ts_positions, from_dict)
 
 
 def encode_record(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:
     """Encode *msg* as one CommitLog record, every field taken from the message.
 
-    The same encoder as the append path (:func:`encode_records`), into a new buffer.
+    The same encoder as the append path (:func:`encode_one`), into a new buffer.
     """
-    enc = encode_records((msg,), allow_v2=allow_v2)
-    enc.patch(msg.queue_offset, 0, msg.commit_log_offset, msg.store_timestamp)
-    return enc.data
+    data = encode_one(msg, allow_v2=allow_v2)
+    patch_record(data, 0, msg.queue_offset, msg.commit_log_offset, msg.store_timestamp, msg.sys_flag)
+    return data
 
 
 def patch_record(buf: bytearray | memoryview, pos: int, queue_offset: int, physical_offset: int,

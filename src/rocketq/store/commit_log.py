@@ -32,17 +32,20 @@ from rocketq.common.codec import (
     END_FILE_MIN_BLANK_LENGTH,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
+    QUEUE_OFFSET_POS,
     SYSFLAG_POS,
     PropertiesTooLongError,
     RecordInfo,
     check_record,
     encode_blank,
+    encode_one,
     encode_records,
     read_size_and_magic,
     store_timestamp_pos,
 )
 from rocketq.common.javacompat import decode_utf8_java, hashmap_order, java_hashes_of_ranges, java_string_hash
 from rocketq.common.message import (
+    BORNHOST_V6_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_REAL_QUEUE_ID,
@@ -77,6 +80,8 @@ from rocketq.store.store_config import MessageStoreConfig
 HANDOFF_LIMIT = 1 << 16  # rows kept for the reput service at most (beyond that it parses the records)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_pack_i64 = _I64.pack_into
+_pack_offsets = struct.Struct(">qq").pack_into  # QUEUEOFFSET, PHYSICALOFFSET: adjacent
 
 
 class PutMessageStatus(Enum):
@@ -236,7 +241,7 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is open read-only")
         if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
             self._delay_rewrite(msg)
-        return self._put((msg,))
+        return self._put_one(msg)
 
     def put_messages(self, msgs: list[MessageExt], *, batch: bool = True) -> PutMessageResult:
         """Append a producer batch (one topic and queue) as consecutive records.
@@ -250,29 +255,90 @@ class CommitLog:
             return self.put_message(msgs[0])
         return self._put(msgs)
 
+    def _refusal(self, largest: int, total: int) -> PutMessageResult | None:
+        """Why records of *total* bytes, the largest of *largest*, cannot be appended (or None)."""
+        max_size = self.config.max_message_size
+        if largest > max_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    error=f"message of {largest} bytes exceeds maxMessageSize {max_size}")
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                error=f"{total} bytes do not fit a commit-log file of {self.file_size} bytes",
+            )
+        return None
+
+    def _put_one(self, msg: MessageExt) -> PutMessageResult:
+        """Append one message: :meth:`_put` without its per-batch lists (the common put, kept short).
+
+        The record is encoded outside the lock; under it the bytes go into the last
+        file and the three append-time fields are packed in place, before the
+        write position moves (readers never see a record without them).
+        """
+        from_dict = msg.properties_bytes is None
+        try:
+            data = encode_one(msg)
+        except PropertiesTooLongError as e:
+            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, error=str(e))
+        except ValueError as e:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(e))
+        total = len(data)
+        if total > self.config.max_message_size:
+            return self._refusal(total, total)  # type: ignore[return-value]
+        key = f"{msg.topic}-{msg.queue_id}"
+        step = 0 if msg.sys_flag & TRANSACTION_PREPARED_TYPE else 1
+        ts_pos = 68 if msg.sys_flag & BORNHOST_V6_FLAG else 56
+        files = self.mapped_file_queue.files
+        with self.put_lock:
+            store_ts = time.time_ns() // 1_000_000
+            mf = files[-1] if files else None
+            if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+                refused = self._refusal(total, total)  # a record no file can hold
+                if refused is not None:
+                    return refused
+                mf = self._writable_file(total)
+                if mf is None:
+                    return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot create a file")
+            qo = self.topic_queue_table.get(key, 0) if step else 0
+            pos = mf.wrote_position
+            phys = mf.file_from_offset + pos
+            end = pos + total
+            mm = mf.mm
+            mm[pos:end] = data
+            _pack_offsets(mm, pos + QUEUE_OFFSET_POS, qo, phys)
+            _pack_i64(mm, pos + ts_pos, store_ts)
+            msg.queue_offset, msg.commit_log_offset, msg.store_timestamp = qo, phys, store_ts
+            rows = self.handoff
+            if rows is not None and from_dict and len(rows) < HANDOFF_LIMIT:
+                rows.append(self._row(msg, total))
+            mf.wrote_position = mf.committed_position = end
+            mf.store_timestamp = store_ts
+            if step:
+                self.topic_queue_table[key] = qo + 1
+        if self.on_append is not None:
+            self.on_append(phys + total)
+        return PutMessageResult(PutMessageStatus.PUT_OK, phys, total, "", store_ts, qo, 1, None, "",
+                                ((msg.store_host, phys),))  # fmt: skip
+
     def _put(self, msgs: Sequence[MessageExt]) -> PutMessageResult:
         """Append *msgs* (one topic and queue, one transaction type) as consecutive records.
 
-        The one append path: encode them into one buffer outside the lock; under it
+        The one append path of batches: encode them into one buffer outside the lock; under it
         assign the queue offsets and the store time, fill them in, copy the buffer
         into the last file with one slice assignment and leave the dispatch rows.
         """
+        if len(msgs) == 1:
+            return self._put_one(msgs[0])
         try:
             enc = encode_records(msgs)
         except PropertiesTooLongError as e:
             return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, error=str(e))
         except ValueError as e:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(e))
-        max_size = self.config.max_message_size
-        if max(enc.sizes) > max_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    error=f"message of {max(enc.sizes)} bytes exceeds maxMessageSize {max_size}")
         total = enc.total
-        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                error=f"{total} bytes do not fit a commit-log file of {self.file_size} bytes",
-            )
+        refused = self._refusal(max(enc.sizes), total)
+        if refused is not None:
+            return refused
         first = msgs[0]
         key = f"{first.topic}-{first.queue_id}"
         # PREPARED and ROLLBACK records take queue offset 0 and do not advance the queue.
@@ -288,27 +354,30 @@ class CommitLog:
             qo = queue_offset = self.topic_queue_table.get(key, 0) if step else 0
             pos = mf.wrote_position
             phys = wrote_offset = mf.file_from_offset + pos
-            enc.patch(qo, step, phys, store_ts)
             rows = self.handoff
             if rows is not None and len(rows) >= HANDOFF_LIMIT:
                 rows = None  # the reput service is far behind: it parses these records
-            for m, size, from_dict in zip(msgs, enc.sizes, enc.from_dict, strict=True):
+            row = self._row
+            data = enc.data
+            rel = 0  # where the record starts in data
+            # One pass: each record's append-time fields, its message's offsets, its dispatch row.
+            for m, size, ts_pos, from_dict in zip(msgs, enc.sizes, enc.ts_pos, enc.from_dict, strict=True):
+                _pack_offsets(data, rel + QUEUE_OFFSET_POS, qo, phys)
+                _pack_i64(data, rel + ts_pos, store_ts)
                 m.queue_offset, m.commit_log_offset, m.store_timestamp = qo, phys, store_ts
                 if rows is not None and from_dict:
-                    rows.append(self._row(m, size))
+                    rows.append(row(m, size))
+                rel += size
                 phys += size
                 qo += step
-            mf.mm[pos : pos + total] = enc.data
+            mf.mm[pos : pos + total] = data
             mf.wrote_position = mf.committed_position = pos + total
             mf.store_timestamp = store_ts
             if step:
                 self.topic_queue_table[key] = qo
         if self.on_append is not None:
             self.on_append(phys)
-        if len(msgs) == 1:
-            records: Sequence[tuple[HostPort, int]] = ((first.store_host, wrote_offset),)
-        else:
-            records = [(m.store_host, m.commit_log_offset) for m in msgs]
+        records = [(m.store_host, m.commit_log_offset) for m in msgs]
         return PutMessageResult(PutMessageStatus.PUT_OK, wrote_offset, total, "", store_ts, queue_offset, len(msgs),
                                 None, "", records)  # fmt: skip
 
