@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 from rocketq.namesrv.namesrv_controller import NamesrvController
+from rocketq.remoting import eventloop
 
 
 def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -45,5 +46,5 @@ async def serve_until_stopped(ctl: NamesrvController) -> None:
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
     ctl = NamesrvController(args.host, args.port, kv_config_path=args.kv_config)
-    asyncio.run(serve_until_stopped(ctl))
+    eventloop.run(serve_until_stopped(ctl))
     return 0
