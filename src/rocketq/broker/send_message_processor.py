@@ -103,12 +103,17 @@ V2_KEYS = {
 
 
 _INT_MAX = (1 << 31) - 1
+#: The text of the small numbers a send header carries (queue ids, flags, counts): no parse, no check.
+_SMALL_INTS = {str(i): i for i in range(-1, 1024)}
 _LONG_MAX = (1 << 63) - 1
 
 
 def _canonical_int(text: str, limit: int) -> int:
     """``text`` as an int when it is written the one way Python would write it back (``5``, ``-12``) and fits;
     anything else (``+5``, ``007``, spaces, too large) raises ``ValueError`` and goes the careful way."""
+    value = _SMALL_INTS.get(text)
+    if value is not None:
+        return value
     value = int(text)
     if str(value) != text or not -limit - 1 <= value <= limit:
         raise ValueError(text)
