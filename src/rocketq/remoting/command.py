@@ -44,7 +44,7 @@ import re
 import struct
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, TypeVar, overload
 
 from rocketq.common import json_compat
@@ -558,8 +558,37 @@ def _quoted_key(key: object) -> str:
 # The C encoder of the standard library writes a header of string members exactly as fastjson does, except for
 # the characters fastjson escapes and it does not (U+007F..U+009F, U+2028, U+2029) and the hex case of a control
 # character's escape (\u001f, fastjson \u001F): a header with either goes the careful way.
-_C_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
 _C_ENCODE_DIFFERS = re.compile("[\x7f-\x9f\u2028\u2029]|\\\\u00[01][a-f]")
+_HEX_LETTER_ESCAPE = re.compile("\\\\u00[01][a-f]")
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _make_c_encode() -> Callable[[object], str]:
+    """The standard library's C encoder made once (``JSONEncoder.encode`` makes one a call), or the encoder."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
+    encoder = make(None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+
+    def encode(doc: object) -> str:
+        return "".join(encoder(doc, 0))
+
+    return encode
+
+
+_C_ENCODE = _make_c_encode()
+
+
+def _c_encoding_matches(text: str) -> bool:
+    """Whether the C encoder's ``text`` is what fastjson writes (see ``_C_ENCODE_DIFFERS``)."""
+    if text.isascii():  # the usual case, two substring scans: DEL, or an escape with hex letters
+        return "\x7f" not in text and ("\\u00" not in text or _HEX_LETTER_ESCAPE.search(text) is None)
+    return _C_ENCODE_DIFFERS.search(text) is None
+
+
 _STR_ONLY: Final = frozenset({str})
 _language_names: dict[object, str] = {}
 
@@ -586,7 +615,7 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
         doc["serializeTypeCurrentRPC"] = "JSON"
         doc["version"] = int(cmd.version)
         text = _C_ENCODE(doc)
-        if _C_ENCODE_DIFFERS.search(text) is None:
+        if _c_encoding_matches(text):
             return encode_utf8_java(text)
     return _encode_json_header_escaping(cmd)
 
