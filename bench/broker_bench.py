@@ -306,12 +306,17 @@ def worker_main(spec: dict[str, Any]) -> None:
         default = _rocketq_worker if spec["system"] == "rocketq" else _redis_worker
         fn = table.get((spec["system"], spec["mode"]), default)
         try:
-            return await fn(spec, go)
+            result = await fn(spec, go)
         finally:
             waiter.cancel()
+        # Printed before the loop closes: after a uvloop loop is closed, a large write to a pipe can come out short.
+        print("result " + json.dumps(result), flush=True)
+        return result
 
-    result = asyncio.run(main())
-    print("result " + json.dumps(result), flush=True)
+    from rocketq.remoting import eventloop
+
+    # The same loop as the broker's (uvloop when installed, unless ROCKETQ_UVLOOP=0), for both systems' clients.
+    eventloop.run(main())
 
 
 # -- orchestration ------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from rocketq.common.codec import encode_batch_body
 from rocketq.common.message import Message
 from rocketq.common.message_id import decode_offset_message_id
 from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketq.remoting.command import create_request
+from rocketq.remoting.command import RemotingCommand, create_request
 from rocketq.remoting.transport import RemotingClient
 
 
@@ -180,3 +180,31 @@ def test_full_send_queue_answers_system_busy(tmp_path: Path) -> None:
                                           "[OVERLOAD]system busy, start flow control for a while")  # fmt: skip
 
     run(scenario())
+
+
+def test_sends_wait_for_the_flush_under_sync_flush_and_answer_at_once_under_async(tmp_path: Path) -> None:
+    """Under ASYNC_FLUSH the send processor answers without awaiting; under SYNC_FLUSH it hands the transport an
+    awaitable that completes once the group commit has the record on disk."""
+
+    async def scenario(flush: str) -> tuple[bool, list[str]]:
+        async with running_broker(tmp_path / flush, flushDiskType=flush) as broker, client_of(broker) as client:
+            conn = await client.connect()
+            server_side = broker.remoting_server.connections[0]
+            direct = broker.send_message_processor.process_request(server_side, send_v2("F", b"direct"))
+            waited = not isinstance(direct, RemotingCommand)
+            if waited:
+                direct = await direct  # type: ignore[misc]
+            assert isinstance(direct, RemotingCommand) and direct.code == ResponseCode.SUCCESS
+            one = await conn.invoke(send_v2("F", b"one"))
+            items = [Message("F", f"b{i}".encode(), 0, {}) for i in range(2)]
+            body = encode_batch_body(items)
+            batch = await conn.invoke(send_v2("F", body, code=RequestCode.SEND_BATCH_MESSAGE, m=True))
+            assert one.code == batch.code == ResponseCode.SUCCESS
+            if flush == "SYNC_FLUSH":  # acknowledged means flushed
+                end = broker.store.commit_log.get_max_offset()
+                assert broker.store.get_flushed_offset() >= end
+            return waited, [(direct.ext_fields or {})["queueOffset"], (one.ext_fields or {})["queueOffset"],
+                            (batch.ext_fields or {})["queueOffset"]]  # fmt: skip
+
+    assert run(scenario("ASYNC_FLUSH")) == (False, ["0", "1", "2"])
+    assert run(scenario("SYNC_FLUSH")) == (True, ["0", "1", "2"])

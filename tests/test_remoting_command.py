@@ -11,6 +11,8 @@ from functools import cache
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import GOLDEN
 from rocketq.common.javacompat import hashmap_order
@@ -32,6 +34,7 @@ from rocketq.remoting.command import (
     decode_json_header,
     decode_rocketmq_header,
     encode_custom_header,
+    encode_json_header,
     make_response_for,
     next_opaque,
 )
@@ -503,3 +506,26 @@ def test_custom_header_dataclasses() -> None:
     response = create_response(ext_fields=PullMessageRequestHeader("g", "t", 1, 2, 3, 4, 5, 6))
     assert response.ext_fields is not None and response.ext_fields["subVersion"] == "0"
     assert RemotingCommand(code=0).write_custom_header({}).ext_fields == {}
+
+
+def test_json_header_escapes_like_fastjson_whichever_way_it_is_written() -> None:
+    from rocketq.remoting.command import _encode_json_header_escaping
+
+    value = 'a\x01\x0b\x1f\x7f\u2028"\\/é\\u001b'
+    cmd = create_request(10, {"k": value, "n": 5}, opaque=1, remark="tab\there")
+    expected = ('{"code":10,"extFields":{"k":"a\\u0001\\u000B\\u001F\\u007F\\u2028\\"\\\\/é\\\\u001b","n":"5"},'
+                '"flag":0,"language":"JAVA","opaque":1,"remark":"tab\\there","serializeTypeCurrentRPC":"JSON",'
+                f'"version":{CURRENT_VERSION}}}').encode()  # fmt: skip
+    assert encode_json_header(cmd) == expected == _encode_json_header_escaping(cmd)
+    plain = create_request(10, {"k": "v\x01w"}, opaque=2)  # \u0001 is the same either way: the C encoder's output
+    assert encode_json_header(plain) == _encode_json_header_escaping(plain)
+    assert b'"k":"v\\u0001w"' in encode_json_header(plain)
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=4), st.text(max_size=8), max_size=4),
+       st.none() | st.text(max_size=8))  # fmt: skip
+def test_json_header_fast_path_equals_member_by_member(fields: dict[str, str], remark: str | None) -> None:
+    from rocketq.remoting.command import _encode_json_header_escaping
+
+    cmd = create_request(10, fields, opaque=3, remark=remark)
+    assert encode_json_header(cmd) == _encode_json_header_escaping(cmd)

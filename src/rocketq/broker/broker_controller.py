@@ -61,7 +61,7 @@ from rocketq.remoting.transport import ProcessorTable, RemotingConnection, Remot
 from rocketq.store.commit_log import PutMessageResult
 from rocketq.store.config_json import TopicConfig
 from rocketq.store.message_store import MessageStore
-from rocketq.store.store_config import MessageStoreConfig
+from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -364,10 +364,18 @@ class BrokerController:
     # --- store helpers --------------------------------------------------------------------------------
     async def put_message(self, msg: MessageExt) -> PutMessageResult:
         """Store one message; a timer message goes to the timer topic first (5.x's put hook)."""
+        put = self.put_message_now(msg)
+        return put if isinstance(put, PutMessageResult) else await put
+
+    def put_message_now(self, msg: MessageExt) -> PutMessageResult | Awaitable[PutMessageResult]:
+        """:meth:`put_message` for a caller that does not wait when it need not: the message is appended at once;
+        under ASYNC_FLUSH this returns its result, under SYNC_FLUSH an awaitable of it (done once flushed)."""
         refused = self.timer_message_service.transform(msg)
         if refused is not None:
             return refused
-        return await self._put_result(self.store.put_message_async(msg))
+        if self.store_config.flush_disk_type != SYNC_FLUSH:
+            return self.store.put_message(msg)  # appends and returns: no future, no thread handoff
+        return self._put_result(self.store.put_message_async(msg))
 
     def put_message_sync(self, msg: MessageExt) -> PutMessageResult:
         """:meth:`put_message` from a service thread (delay and timer delivery): blocks until stored (and, under
@@ -378,7 +386,14 @@ class BrokerController:
         return self.store.put_message(msg)
 
     async def put_messages(self, msgs: list[MessageExt]) -> PutMessageResult:
-        return await self._put_result(self.store.put_messages_async(list(msgs)))
+        put = self.put_messages_now(msgs)
+        return put if isinstance(put, PutMessageResult) else await put
+
+    def put_messages_now(self, msgs: list[MessageExt]) -> PutMessageResult | Awaitable[PutMessageResult]:
+        """A producer batch, as :meth:`put_message_now` stores one message."""
+        if self.store_config.flush_disk_type != SYNC_FLUSH:
+            return self.store.put_messages(list(msgs))
+        return self._put_result(self.store.put_messages_async(list(msgs)))
 
     async def _put_result(self, future: concurrent.futures.Future[PutMessageResult]) -> PutMessageResult:
         """The put's result; under SYNC_FLUSH it comes once the group commit has it on disk."""

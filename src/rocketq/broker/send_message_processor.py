@@ -22,7 +22,8 @@ import dataclasses
 import logging
 import random
 import shutil
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeAlias
 
 from rocketq.broker.protocol import suggest_todo
 from rocketq.broker.topic_validator import (
@@ -69,6 +70,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DLQ_NUMS_PER_GROUP = 1
+#: What a processor gives the transport: the response, none (one-way), or an awaitable of either.
+Reply: TypeAlias = "RemotingCommand | Awaitable[RemotingCommand | None] | None"
 PROPERTY_POP_CK = "POP_CK"
 
 
@@ -100,12 +103,17 @@ V2_KEYS = {
 
 
 _INT_MAX = (1 << 31) - 1
+#: The text of the small numbers a send header carries (queue ids, flags, counts): no parse, no check.
+_SMALL_INTS = {str(i): i for i in range(-1, 1024)}
 _LONG_MAX = (1 << 63) - 1
 
 
 def _canonical_int(text: str, limit: int) -> int:
     """``text`` as an int when it is written the one way Python would write it back (``5``, ``-12``) and fits;
     anything else (``+5``, ``007``, spaces, too large) raises ``ValueError`` and goes the careful way."""
+    value = _SMALL_INTS.get(text)
+    if value is not None:
+        return value
     value = int(text)
     if str(value) != text or not -limit - 1 <= value <= limit:
         raise ValueError(text)
@@ -196,18 +204,20 @@ class SendMessageProcessor:
         self.controller = controller
 
     # --- dispatch -------------------------------------------------------------------------------------
-    async def process_request(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+    def process_request(self, conn: RemotingConnection, request: RemotingCommand) -> Reply:
+        """The response, or (a SYNC_FLUSH put, a send-back) an awaitable of it: a send under ASYNC_FLUSH runs to
+        its answer without a coroutine or a future (the transport takes either)."""
         ctl = self.controller
         if ctl.pending_puts >= ctl.broker_config.send_thread_pool_queue_capacity:
             # Java's answer when the send executor's queue is full (spec §3.6).
             return make_response_for(request, ResponseCode.SYSTEM_BUSY,
                                      "[OVERLOAD]system busy, start flow control for a while")  # fmt: skip
         if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
-            return await self.consumer_send_msg_back(conn, request)
+            return self.consumer_send_msg_back(conn, request)
         header = parse_request_header(request)
         if header.batch:
-            return await self.send_batch_message(conn, request, header)
-        return await self.send_message(conn, request, header)
+            return self.send_batch_message(conn, request, header)
+        return self.send_message(conn, request, header)
 
     # --- checks ---------------------------------------------------------------------------------------
     def _response_ext(self) -> dict[str, str]:
@@ -254,8 +264,8 @@ class SendMessageProcessor:
         return topic_config, queue_id
 
     # --- single message -------------------------------------------------------------------------------
-    async def send_message(self, conn: RemotingConnection, request: RemotingCommand,
-                           header: SendMessageRequestHeader) -> RemotingCommand | None:  # fmt: skip
+    def send_message(self, conn: RemotingConnection, request: RemotingCommand,
+                     header: SendMessageRequestHeader) -> Reply:  # fmt: skip
         ctl = self.controller
         checked = self.msg_check(conn, request, header)
         if isinstance(checked, RemotingCommand):
@@ -299,14 +309,13 @@ class SendMessageProcessor:
         msg.reconsume_times = reconsume_times
         if transactional:
             msg = _half_message(msg)
-        result = await ctl.put_message(msg)
-        transaction_id = msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        return self._handle_put_result(request, result, msg.queue_id if transactional else queue_id,
-                                       transaction_id)  # fmt: skip
+        put = ctl.put_message_now(msg)
+        return self._answer(put, request, msg.queue_id if transactional else queue_id,
+                            msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))  # fmt: skip
 
     # --- batch ----------------------------------------------------------------------------------------
-    async def send_batch_message(self, conn: RemotingConnection, request: RemotingCommand,
-                                 header: SendMessageRequestHeader) -> RemotingCommand | None:  # fmt: skip
+    def send_batch_message(self, conn: RemotingConnection, request: RemotingCommand,
+                           header: SendMessageRequestHeader) -> Reply:  # fmt: skip
         ctl = self.controller
         checked = self.msg_check(conn, request, header)
         if isinstance(checked, RemotingCommand):
@@ -347,10 +356,20 @@ class SendMessageProcessor:
                 queue_id=queue_id, sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
                 store_host=store_host, reconsume_times=reconsume_times, properties_bytes=raw,
             ))  # fmt: skip
-        result = await ctl.put_messages(msgs)
-        return self._handle_put_result(request, result, queue_id, None)
+        return self._answer(ctl.put_messages_now(msgs), request, queue_id, None)
 
     # --- result ---------------------------------------------------------------------------------------
+    def _answer(self, put: PutMessageResult | Awaitable[PutMessageResult], request: RemotingCommand, queue_id: int,
+                transaction_id: str | None) -> Reply:  # fmt: skip
+        """The answer to a put: at once for a put that is done, else an awaitable of it (one waiting for a flush)."""
+        if isinstance(put, PutMessageResult):
+            return self._handle_put_result(request, put, queue_id, transaction_id)
+        return self._answer_later(put, request, queue_id, transaction_id)
+
+    async def _answer_later(self, put: Awaitable[PutMessageResult], request: RemotingCommand, queue_id: int,
+                            transaction_id: str | None) -> RemotingCommand | None:  # fmt: skip
+        return self._handle_put_result(request, await put, queue_id, transaction_id)
+
     def _handle_put_result(self, request: RemotingCommand, result: PutMessageResult, queue_id: int,
                            transaction_id: str | None) -> RemotingCommand | None:  # fmt: skip
         """``handlePutMessageResult``."""

@@ -20,6 +20,7 @@ from typing import Any
 from rocketq.broker.broker_config import load_broker_config
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.cli.args import port
+from rocketq.remoting import eventloop
 
 DEFAULT_NAMESRV_PORT = 9876
 DEFAULT_BROKER_PORT = 10911
@@ -88,7 +89,7 @@ def _describe_broker(broker: BrokerController) -> str:
     c = broker.broker_config
     vip = f" (and :{broker.vip_port} for old clients)" if broker.fast_remoting_server.started else ""
     return (f"rocketq broker {c.broker_name} (cluster {c.broker_cluster_name}, id {c.broker_id}) listening on "
-            f"{broker.broker_addr}{vip}, store {broker.store_config.root}")  # fmt: skip
+            f"{broker.broker_addr}{vip}, store {broker.store_config.root}, {eventloop.loop_name()} loop")  # fmt: skip
 
 
 async def run_broker(broker: BrokerController) -> None:
@@ -109,7 +110,7 @@ def cmd_broker(args: argparse.Namespace) -> int:
     if args.namesrv_addr:
         overrides["namesrv_addr"] = args.namesrv_addr
     broker_config, store_config = load_broker_config(args.config, **overrides)
-    asyncio.run(run_broker(BrokerController(broker_config, store_config)))
+    eventloop.run(run_broker(BrokerController(broker_config, store_config)))
     return 0
 
 
@@ -146,5 +147,5 @@ async def run_start(args: argparse.Namespace) -> None:
 
 def cmd_start(args: argparse.Namespace) -> int:
     _setup_logging(args.verbose)
-    asyncio.run(run_start(args))
+    eventloop.run(run_start(args))
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rocketq.cli.args import port
 from rocketq.namesrv.namesrv_controller import NamesrvController
+from rocketq.remoting import eventloop
 
 
 def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,5 +47,5 @@ async def serve_until_stopped(ctl: NamesrvController) -> None:
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
     ctl = NamesrvController(args.host, args.port, kv_config_path=args.kv_config)
-    asyncio.run(serve_until_stopped(ctl))
+    eventloop.run(serve_until_stopped(ctl))
     return 0

@@ -39,11 +39,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import itertools
+import json
 import re
 import struct
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, TypeVar, overload
 
 from rocketq.common import json_compat
@@ -310,7 +311,7 @@ def encode_custom_header(header: object) -> dict[str, str]:
 def _ext_dict(fields: Mapping[str, object] | object | None) -> dict[str, str] | None:
     if fields is None:
         return None
-    if isinstance(fields, Mapping):
+    if type(fields) is dict or isinstance(fields, Mapping):  # a dict skips the costly ABC check
         out: dict[str, str] = {}
         for k, v in fields.items():
             text = v if type(v) is str else ext_value(v)
@@ -554,8 +555,73 @@ def _quoted_key(key: object) -> str:
     return text
 
 
+# The C encoder of the standard library writes a header of string members exactly as fastjson does, except for
+# the characters fastjson escapes and it does not (U+007F..U+009F, U+2028, U+2029) and the hex case of a control
+# character's escape (\u001f, fastjson \u001F): a header with either goes the careful way.
+_C_ENCODE_DIFFERS = re.compile("[\x7f-\x9f\u2028\u2029]|\\\\u00[01][a-f]")
+_HEX_LETTER_ESCAPE = re.compile("\\\\u00[01][a-f]")
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _make_c_encode() -> Callable[[object], str]:
+    """The standard library's C encoder made once (``JSONEncoder.encode`` makes one a call), or the encoder."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
+    encoder = make(None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+
+    def encode(doc: object) -> str:
+        return "".join(encoder(doc, 0))
+
+    return encode
+
+
+_C_ENCODE = _make_c_encode()
+
+
+def _c_encoding_matches(text: str) -> bool:
+    """Whether the C encoder's ``text`` is what fastjson writes (see ``_C_ENCODE_DIFFERS``)."""
+    if text.isascii():  # the usual case, two substring scans: DEL, or an escape with hex letters
+        return "\x7f" not in text and ("\\u00" not in text or _HEX_LETTER_ESCAPE.search(text) is None)
+    return _C_ENCODE_DIFFERS.search(text) is None
+
+
+_STR_ONLY: Final = frozenset({str})
+_language_names: dict[object, str] = {}
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
     """The JSON header fastjson writes for ``cmd``: members sorted, nulls left out, extFields as strings."""
+    ext = cmd.ext_fields
+    remark = cmd.remark
+    # Every header rocketq writes has string keys and values (``_ext_dict`` makes them so): one C call writes it.
+    if (ext is None or (set(map(type, ext.values())) <= _STR_ONLY and set(map(type, ext)) <= _STR_ONLY)) and \
+            (remark is None or type(remark) is str):  # fmt: skip
+        language = _language_names.get(cmd.language)
+        if language is None:
+            language = _language_names[cmd.language] = LanguageCode.parse(cmd.language).name
+        doc: dict[str, object] = {"code": int(cmd.code)}
+        if ext is not None:
+            doc["extFields"] = ext
+        doc["flag"] = int(cmd.flag)
+        doc["language"] = language
+        doc["opaque"] = int(cmd.opaque)
+        if remark is not None:
+            doc["remark"] = remark
+        # serializeTypeCurrentRPC is a bean property that leaks into Java's JSON; every reader ignores it.
+        doc["serializeTypeCurrentRPC"] = "JSON"
+        doc["version"] = int(cmd.version)
+        text = _C_ENCODE(doc)
+        if _c_encoding_matches(text):
+            return encode_utf8_java(text)
+    return _encode_json_header_escaping(cmd)
+
+
+def _encode_json_header_escaping(cmd: RemotingCommand) -> bytes:
+    """:func:`encode_json_header` member by member, each string escaped as fastjson escapes it."""
     quote = json_compat.quote
     parts = ['{"code":', str(int(cmd.code))]
     if cmd.ext_fields is not None:

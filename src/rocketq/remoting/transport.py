@@ -38,7 +38,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from rocketq.remoting.codec import FRAME_MAX_LENGTH, FrameDecoder
 from rocketq.remoting.codes import ResponseCode, SerializeType, request_code_name
@@ -236,8 +236,8 @@ class RemotingConnection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # Not an isinstance check: uvloop's TCP transport has the methods of asyncio.Transport, not the class.
+        self._transport = cast(asyncio.Transport, transport)
         self.remote_address = _format_peer(transport.get_extra_info("peername"))
         self.local_address = _format_peer(transport.get_extra_info("sockname"))
         if self._on_made is not None:

@@ -1,0 +1,72 @@
+"""Which asyncio event loop rocketq's processes run on: uvloop when it is installed, the standard one otherwise.
+
+RocketMQ's servers sit on Netty's epoll transport rather than the JDK's generic NIO selector when the platform has
+it (``NettyServerConfig.useEpollNativeSelector``); this is the same choice for Python: uvloop (an event loop on
+libuv) cuts the loop's own cost per read, write and callback. It is a dependency of the package where it
+builds (not on Windows); without it, or with ``ROCKETQ_UVLOOP=0`` in the environment, the standard loop runs, with
+the same behaviour.
+
+``run(main)`` replaces ``asyncio.run(main)`` in the server entry points (``rocketq start``, ``broker``,
+``namesrv``); ``new_event_loop()`` makes a loop of the same kind for one driven by hand.
+
+Not for processes that print much after their loop has ended (the command-line clients, the blocking client's
+thread): once a uvloop loop is closed, a large write to a pipe on stdout can come out short (uvloop 0.23 on
+Linux: ``os.write(1, 200 KB)`` into a full pipe returns 64 KiB), so those keep the standard loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
+
+__all__ = ["ENV_VAR", "loop_factory", "loop_name", "new_event_loop", "run", "uvloop_wanted"]
+
+#: ``0``/``false``/``no``/``off`` turn uvloop off; anything else (or unset) uses it when installed.
+ENV_VAR: Final = "ROCKETQ_UVLOOP"
+_OFF: Final = frozenset({"0", "false", "no", "off"})
+
+_T = TypeVar("_T")
+
+
+def uvloop_wanted(enabled: bool | None = None) -> bool:
+    """Whether to try uvloop: ``enabled`` when given, else what ``ROCKETQ_UVLOOP`` says (default yes), and never on
+    Windows (uvloop does not exist there)."""
+    if sys.platform == "win32":
+        return False
+    if enabled is not None:
+        return enabled
+    return os.environ.get(ENV_VAR, "").strip().lower() not in _OFF
+
+
+def loop_factory(enabled: bool | None = None) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's ``new_event_loop`` when wanted and importable; ``None`` (the standard loop) otherwise."""
+    if not uvloop_wanted(enabled):
+        return None
+    try:
+        uvloop = importlib.import_module("uvloop")
+    except ImportError:
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory
+
+
+def new_event_loop(enabled: bool | None = None) -> asyncio.AbstractEventLoop:
+    """A new event loop of the preferred kind (see :func:`loop_factory`)."""
+    factory = loop_factory(enabled)
+    return factory() if factory is not None else asyncio.new_event_loop()
+
+
+def run(main: Coroutine[Any, Any, _T], *, enabled: bool | None = None) -> _T:
+    """``asyncio.run(main)`` on the preferred loop (Ctrl-C, task cancellation and shutdown as ``asyncio.run``)."""
+    with asyncio.Runner(loop_factory=loop_factory(enabled)) as runner:
+        return runner.run(main)
+
+
+def loop_name(loop: asyncio.AbstractEventLoop | None = None) -> str:
+    """``uvloop`` or ``asyncio`` for the running (or given) loop, for a start-up line."""
+    loop = loop if loop is not None else asyncio.get_running_loop()
+    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
