@@ -4,9 +4,10 @@ and ``NotifyMessageArrivingListener`` (spec §6.2).
 A pull that finds nothing (PULL_NOT_FOUND) with the SUSPEND flag is held here instead of answered. It is
 woken, and the pull runs once more without the right to be held again, when:
 
-- a message that passes its filter lands in its queue (the store's dispatch thread calls
-  :meth:`PullRequestHoldService.notify_message_arriving_threadsafe`; the arrivals of one dispatch batch
-  hop to the event loop together, with one wake-up of the loop);
+- a message that passes its filter lands in its queue (the store's dispatcher calls
+  :meth:`PullRequestHoldService.notify_message_arriving_threadsafe`: on the event loop, where the broker
+  dispatches what its sends append (:mod:`rocketq.broker.loop_dispatch`), the pulls are woken at once;
+  from another thread the arrivals of one dispatch batch hop to the loop together, with one wake-up of it);
 - the queue already grew when the pull is registered (a message dispatched between the pull's read and
   its registration would otherwise wait for the next one, or for the periodic check);
 - its suspend time is up (``suspendTimeoutMillis``; 1 s, ``shortPollingTimeMills``, when long polling is
@@ -64,6 +65,7 @@ class PullRequestHoldService:
         self.pull_request_table: dict[str, list[PullRequest]] = {}
         self._by_connection: dict[RemotingConnection, set[PullRequest]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         self._task: asyncio.Task[None] | None = None
         # Arrivals reported by the dispatch thread, not yet seen by the loop (guarded by _arrivals_lock).
         self._arrivals: list[tuple[str, int, int, int, Mapping[str, str] | None]] = []
@@ -80,6 +82,7 @@ class PullRequestHoldService:
     # --- life cycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._task = self._loop.create_task(self._run(), name="PullRequestHoldService")
 
     async def shutdown(self) -> None:
@@ -150,13 +153,17 @@ class PullRequestHoldService:
     def notify_message_arriving_threadsafe(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
                                            store_timestamp: int,
                                            properties: Mapping[str, str] | None) -> None:  # fmt: skip
-        """The store's ``message_arriving_listener``: called on the dispatch thread for each new message.
+        """The store's ``message_arriving_listener``: called by the dispatcher for each new message.
 
-        The arrivals are queued; the first one since the loop last looked schedules it to look (one
-        ``call_soon_threadsafe``, one wake-up of the loop, for a whole dispatch batch)."""
+        On the loop's thread the held pulls are woken at once. From another thread the arrivals are queued; the
+        first one since the loop last looked schedules it to look (one ``call_soon_threadsafe``, one wake-up of
+        the loop, for a whole dispatch batch)."""
         loop = self._loop
         if loop is None or self.build_key(topic, queue_id) not in self.pull_request_table:
             return  # nobody waits on this queue (a dict lookup is safe from another thread)
+        if threading.get_ident() == self._loop_thread:
+            self.notify_message_arriving(topic, queue_id, max_offset, tags_code, properties)
+            return
         with self._arrivals_lock:
             first = not self._arrivals
             self._arrivals.append((topic, queue_id, max_offset, tags_code, properties))
