@@ -59,8 +59,8 @@ def test_a_send_wakes_a_held_pull_without_the_reput_thread(tmp_path: Path) -> No
 
 
 def test_a_delivered_delay_message_wakes_a_held_pull_without_the_reput_thread(tmp_path: Path) -> None:
-    """A delivery thread's put is dispatched in that thread; the parked record (appended on the loop) is
-    dispatched on the loop, which is what wakes the level's thread."""
+    """A delivery thread's put is dispatched on the loop; so is the parked record (appended on the loop), which is
+    what wakes the level's thread."""
 
     async def scenario() -> None:
         async with running_broker(tmp_path / "s", messageDelayLevel="1s 2s") as broker, client_of(broker) as client:
@@ -100,7 +100,7 @@ class _Store:
         self.commit_log = _CommitLog()
 
 
-def test_appends_of_a_loop_turn_are_dispatched_once_on_the_loop_and_others_in_their_thread() -> None:
+def test_appends_of_a_loop_turn_and_of_other_threads_are_dispatched_once_on_the_loop() -> None:
     async def scenario() -> None:
         store = _Store()
         dispatcher = LoopDispatcher(store, asyncio.get_running_loop())  # type: ignore[arg-type]
@@ -114,8 +114,17 @@ def test_appends_of_a_loop_turn_are_dispatched_once_on_the_loop_and_others_in_th
         dispatcher.on_append(40)
         await asyncio.sleep(0)
         assert len(store.reput.calls) == 2
-        await asyncio.to_thread(dispatcher.on_append, 50)
-        assert store.reput.calls[2][0] is None and store.reput.calls[2][1] != threading.get_ident()
+
+        def deliver() -> None:  # two appends of a delivery thread: one dispatch, on the loop
+            dispatcher.on_append(50)
+            dispatcher.on_append(60)
+
+        await asyncio.to_thread(deliver)
+        for _ in range(100):
+            if len(store.reput.calls) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert store.reput.calls[2:] == [(ROUNDS_PER_TURN, threading.get_ident())]
         dispatcher.uninstall()
         assert store.commit_log.on_append is None
 
@@ -137,14 +146,29 @@ def test_an_arrival_reported_on_the_loop_wakes_the_pull_at_once() -> None:
         loop.call_soon_threadsafe = lambda *a: hops.append(a) or real(*a)  # type: ignore[method-assign]
         try:
             flt = ExpressionMessageFilter(SubscriptionData(topic="T"))
-            held = asyncio.ensure_future(hold.suspend(_Conn(), "T", 0, 0, flt, 30.0))  # type: ignore[arg-type]
+            plain = asyncio.ensure_future(hold.suspend(_Conn(), "T", 0, 0, flt, 30.0))  # type: ignore[arg-type]
             while not hold.held_count:
+                await asyncio.sleep(0)
+            answered: list[str] = []
+            held = asyncio.ensure_future(hold.suspend(_Conn(), "T", 0, 0, flt, 30.0,  # type: ignore[arg-type]
+                                                      answered.append))  # fmt: skip
+            while hold.held_count < 2:
                 await asyncio.sleep(0)
             max_offset[0] = 1
             hold.notify_message_arriving_threadsafe("T", 0, 1, 0, 0, None)
             assert hops == []  # no hop through the loop's self-pipe
+            hold.drain_arrivals()  # what the loop dispatcher does after its batch
+            assert answered == [WakeReason.ARRIVED]  # answered in the waking callback
             await asyncio.sleep(0)
+            assert plain.done() and plain.result() == WakeReason.ARRIVED
             assert held.done() and held.result() == WakeReason.ARRIVED
+            # Not drained by a dispatcher: the loop drains in its next turn.
+            late = asyncio.ensure_future(hold.suspend(_Conn(), "T", 0, 1, flt, 30.0))  # type: ignore[arg-type]
+            while not hold.held_count:
+                await asyncio.sleep(0)
+            max_offset[0] = 2
+            hold.notify_message_arriving_threadsafe("T", 0, 2, 0, 0, None)
+            assert await asyncio.wait_for(late, 5) == WakeReason.ARRIVED
         finally:
             loop.call_soon_threadsafe = real  # type: ignore[method-assign]
             await hold.shutdown()

@@ -200,7 +200,8 @@ class BrokerController:
             self.timer_message_service.start()
             self.transactional_message_check_service.start()
             self.store.message_arriving_listener = self._on_message_arriving
-            self._loop_dispatcher = LoopDispatcher(self.store, asyncio.get_running_loop())
+            self._loop_dispatcher = LoopDispatcher(self.store, asyncio.get_running_loop(),
+                                                   self.pull_request_hold_service.drain_arrivals)  # fmt: skip
             self._loop_dispatcher.install()
             await self.remoting_server.start()
             try:

@@ -1,4 +1,4 @@
-"""Dispatch of new records where they were appended: the broker's side of the store's reput service.
+"""Dispatch of new records on the broker's event loop: the broker's side of the store's reput service.
 
 RocketMQ's ``ReputMessageService`` is a thread that follows the commit log, builds the consume-queue units and
 index entries of each new record, then tells ``NotifyMessageArrivingListener``, which wakes the held pulls
@@ -8,13 +8,14 @@ appended on the event loop had to wake the reput thread, which had to win the GI
 loaded broker, these two hops were most of the time between storing a message and answering the held pull that
 waits for it.
 
-So the broker dispatches where the append happened (:class:`LoopDispatcher`, the commit log's append hook):
+So the broker dispatches on its event loop (:class:`LoopDispatcher`, the commit log's append hook):
 
 - appended on the event loop (sends): once per loop turn, after the turn's appends (a callback the appends
-  schedule, at most one pending), on the loop itself; the arrivals then wake the held pulls directly, and a
-  woken pull answers in the next turn;
-- appended on another thread (a delay level's or the timer's delivery thread): in that thread, right away;
-  its arrivals reach the loop in one hop.
+  schedule, at most one pending), on the loop itself; right after it, the held pulls that the new records
+  satisfy are woken, and answered in the same callback (:mod:`rocketq.broker.pull_request_hold_service`);
+- appended on another thread (a delay level's or the timer's delivery thread): on the loop too, one hop away
+  (``call_soon_threadsafe``, one for all the appends until it runs), so a delivery thread goes on to its next
+  due message at once, and the copy reaches the held pull in one hand-over instead of two.
 
 The reput thread stays as the fallback: while another dispatcher is at work, or when a turn appended more than
 ``ROUNDS_PER_TURN`` dispatch rounds of records, it takes the rest, and it still dispatches records nobody
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -40,9 +42,13 @@ ROUNDS_PER_TURN = 2
 class LoopDispatcher:
     """The commit log's append hook while the broker runs (module docstring)."""
 
-    def __init__(self, store: MessageStore, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, store: MessageStore, loop: asyncio.AbstractEventLoop,
+                 after_dispatch: Callable[[], None] | None = None) -> None:  # fmt: skip
+        """*after_dispatch* runs on the loop after each of its dispatches (the broker wakes the held pulls that
+        the dispatched records satisfy)."""
         self._store = store
         self._loop = loop
+        self._after_dispatch = after_dispatch
         self._loop_thread = threading.get_ident()  # made on the loop
         self._scheduled = False
         self._previous = store.commit_log.on_append
@@ -56,18 +62,27 @@ class LoopDispatcher:
             self._store.commit_log.on_append = self._previous
 
     def on_append(self, end: int) -> None:
-        """Any thread, after an append (outside the commit log's put lock)."""
-        if threading.get_ident() == self._loop_thread:
-            if not self._scheduled:
-                self._scheduled = True
-                self._loop.call_soon(self._dispatch_turn)
+        """Any thread, after an append (outside the commit log's put lock): one dispatch on the loop pending."""
+        if self._scheduled:
+            # Set before the pending dispatch began, so that dispatch will see this append (it clears the flag
+            # before it looks at the end of the log).
             return
-        reput = self._store.reput
-        if reput is not None:
-            reput.dispatch_now()
+        self._scheduled = True
+        if threading.get_ident() == self._loop_thread:
+            self._loop.call_soon(self._dispatch_turn)
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._dispatch_turn)
+        except RuntimeError:  # the loop is closed: the reput thread takes it
+            self._scheduled = False
+            reput = self._store.reput
+            if reput is not None:
+                reput.wakeup()
 
     def _dispatch_turn(self) -> None:
         self._scheduled = False
         reput = self._store.reput
         if reput is not None:
             reput.dispatch_now(ROUNDS_PER_TURN)
+        if self._after_dispatch is not None:
+            self._after_dispatch()
