@@ -119,7 +119,9 @@ def test_appends_of_a_loop_turn_and_of_other_threads_are_dispatched_once_on_the_
             dispatcher.on_append(50)
             dispatcher.on_append(60)
 
-        await asyncio.to_thread(deliver)
+        thread = threading.Thread(target=deliver)
+        thread.start()
+        thread.join()  # blocking the loop: both appends come before it can dispatch
         for _ in range(100):
             if len(store.reput.calls) == 3:
                 break

@@ -6,8 +6,9 @@ woken, and the pull runs once more without the right to be held again, when:
 
 - a message that passes its filter lands in its queue (the store's dispatcher calls
   :meth:`PullRequestHoldService.notify_message_arriving_threadsafe`: on the event loop, where the broker
-  dispatches what its sends append (:mod:`rocketq.broker.loop_dispatch`), the pulls are woken at once;
-  from another thread the arrivals of one dispatch batch hop to the loop together, with one wake-up of it);
+  dispatches what is appended (:mod:`rocketq.broker.loop_dispatch`), the pulls are woken right after the
+  dispatch batch; from another thread the arrivals of one dispatch batch hop to the loop together, with one
+  wake-up of it);
 - the queue already grew when the pull is registered (a message dispatched between the pull's read and
   its registration would otherwise wait for the next one, or for the periodic check);
 - its suspend time is up (``suspendTimeoutMillis``; 1 s, ``shortPollingTimeMills``, when long polling is

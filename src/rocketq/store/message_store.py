@@ -11,10 +11,11 @@ lays it out, recovers it, and serves puts and reads (store-format §1, §10, §1
   :class:`ConsumeQueue` and to the :class:`IndexService`
   (:mod:`rocketq.store.dispatch`), then wakes anyone waiting for a queue to
   grow. Records just appended come as rows handed over by the put path; others
-  are read back from the file. An owner that appends on a thread of its own (a
-  broker's event loop) may instead dispatch there, right after its appends
-  (:meth:`ReputMessageService.dispatch_now`): the thread is then only the
-  fallback, and a new record reaches its waiters without two thread hand-overs;
+  are read back from the file. An owner with a thread of its own (a broker's
+  event loop) may instead dispatch there, right after appends
+  (:meth:`ReputMessageService.dispatch_now`, from the commit log's ``on_append``
+  hook): the thread is then only the fallback, and a new record reaches its
+  waiters without two thread hand-overs;
 - ``get_message`` reads a queue through its consume-queue units and returns the
   raw records, with RocketMQ's statuses and next/min/max offsets;
 - ``query_message`` looks keys up through the index.
