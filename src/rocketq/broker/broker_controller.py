@@ -40,6 +40,7 @@ from rocketq.broker.client_manage_processor import ClientManageProcessor
 from rocketq.broker.consumer_manage_processor import ConsumerManageProcessor
 from rocketq.broker.consumer_manager import ConsumerGroupEvent, ConsumerManager
 from rocketq.broker.end_transaction_processor import EndTransactionProcessor
+from rocketq.broker.loop_dispatch import LoopDispatcher
 from rocketq.broker.producer_manager import ProducerManager
 from rocketq.broker.pull_message_processor import PullMessageProcessor
 from rocketq.broker.pull_request_hold_service import PullRequestHoldService
@@ -116,6 +117,7 @@ class BrokerController:
         self.transactional_message_check_service = TransactionalMessageCheckService(self)
         self.transactional_message_service = self.transactional_message_check_service.transactional_message_service
         self.outer_api = BrokerOuterAPI(broker_config)
+        self._loop_dispatcher: LoopDispatcher | None = None
 
         self.send_message_processor = SendMessageProcessor(self)
         self.pull_message_processor = PullMessageProcessor(self)
@@ -198,6 +200,9 @@ class BrokerController:
             self.timer_message_service.start()
             self.transactional_message_check_service.start()
             self.store.message_arriving_listener = self._on_message_arriving
+            self._loop_dispatcher = LoopDispatcher(self.store, asyncio.get_running_loop(),
+                                                   self.pull_request_hold_service.drain_arrivals)  # fmt: skip
+            self._loop_dispatcher.install()
             await self.remoting_server.start()
             try:
                 await self.fast_remoting_server.start()
@@ -251,6 +256,9 @@ class BrokerController:
         await self.outer_api.close()
         if self._store_open:
             self._store_open = False
+            if self._loop_dispatcher is not None:
+                self._loop_dispatcher.uninstall()
+                self._loop_dispatcher = None
             self.store.message_arriving_listener = None
             await asyncio.to_thread(self.store.close)
         self._started = False

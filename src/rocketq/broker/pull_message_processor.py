@@ -22,8 +22,8 @@ and its status maps to a response code exactly as Java maps it:
 with the status name as remark and ``suggestWhichBrokerId``, ``nextBeginOffset``, ``minOffset``,
 ``maxOffset`` in the header. PULL_NOT_FOUND with the SUSPEND flag is held by the
 :class:`PullRequestHoldService` and runs again (without suspending) when a message arrives or the suspend
-time is up. PULL_OFFSET_MOVED also writes an event to ``OFFSET_MOVED_EVENT``. With the COMMIT_OFFSET flag
-the first run stores ``commitOffset`` as the group's offset.
+time is up, and is answered in the callback that wakes it. PULL_OFFSET_MOVED also writes an event to
+``OFFSET_MOVED_EVENT``. With the COMMIT_OFFSET flag the first run stores ``commitOffset`` as the group's offset.
 """
 
 from __future__ import annotations
@@ -99,12 +99,23 @@ class PullMessageProcessor:
         first = self.process(conn, request, broker_allow_suspend=True)
         if not isinstance(first, _Suspend):
             return first
+        answered = False
+
+        def answer(_reason: str) -> None:
+            # executeRequestWhenWakeup, in the callback that wakes the pull: the same request once more, without
+            # the right to be held again, answered at once.
+            nonlocal answered
+            answered = True
+            if not conn.closed:
+                again = self.process(conn, request, broker_allow_suspend=False)
+                if isinstance(again, RemotingCommand):
+                    conn.respond(request, again)
+
         reason = await self.controller.pull_request_hold_service.suspend(
-            conn, first.topic, first.queue_id, first.offset, first.message_filter, first.timeout_s)
-        if reason == WakeReason.CLOSED or conn.closed:
+            conn, first.topic, first.queue_id, first.offset, first.message_filter, first.timeout_s, answer)
+        if answered or reason == WakeReason.CLOSED or conn.closed:
             return None
-        # executeRequestWhenWakeup: the same request once more, without the right to be held again.
-        again = self.process(conn, request, broker_allow_suspend=False)
+        again = self.process(conn, request, broker_allow_suspend=False)  # let through at once: its queue grew
         return again if isinstance(again, RemotingCommand) else None
 
     def process(self, conn: RemotingConnection, request: RemotingCommand,

@@ -4,9 +4,11 @@ and ``NotifyMessageArrivingListener`` (spec §6.2).
 A pull that finds nothing (PULL_NOT_FOUND) with the SUSPEND flag is held here instead of answered. It is
 woken, and the pull runs once more without the right to be held again, when:
 
-- a message that passes its filter lands in its queue (the store's dispatch thread calls
-  :meth:`PullRequestHoldService.notify_message_arriving_threadsafe`; the arrivals of one dispatch batch
-  hop to the event loop together, with one wake-up of the loop);
+- a message that passes its filter lands in its queue (the store's dispatcher calls
+  :meth:`PullRequestHoldService.notify_message_arriving_threadsafe`: on the event loop, where the broker
+  dispatches what is appended (:mod:`rocketq.broker.loop_dispatch`), the pulls are woken right after the
+  dispatch batch; from another thread the arrivals of one dispatch batch hop to the loop together, with one
+  wake-up of it);
 - the queue already grew when the pull is registered (a message dispatched between the pull's read and
   its registration would otherwise wait for the next one, or for the periodic check);
 - its suspend time is up (``suspendTimeoutMillis``; 1 s, ``shortPollingTimeMills``, when long polling is
@@ -14,7 +16,10 @@ woken, and the pull runs once more without the right to be held again, when:
 - the periodic check (every 5 s, as Java's service loop) sees the queue grew past its offset, a safety net.
 
 A held pull whose connection closes is dropped. Each held pull is an ``asyncio.Future`` that its own
-request task awaits, so holding costs no thread and never delays other requests on the connection.
+request task awaits, so holding costs no thread and never delays other requests on the connection. The pull
+processor also gives each held pull an ``answer`` callback: the wake-up runs the pull again and writes its
+response right there (Java's ``executeRequestWhenWakeup``), instead of a turn of the loop later in the task,
+and another turn later at the connection's next flush; on a busy broker each turn is milliseconds.
 """
 
 from __future__ import annotations
@@ -50,10 +55,20 @@ class PullRequest:
     pull_from_this_offset: int
     message_filter: ExpressionMessageFilter
     future: asyncio.Future[str] = field(repr=False)
+    #: Runs the pull again and answers it, right in the callback that wakes it (not ``CLOSED``); an error it
+    #: raises goes to the waiting task instead.
+    answer: Callable[[str], None] | None = field(default=None, repr=False)
 
     def wake(self, reason: str) -> None:
-        if not self.future.done():
-            self.future.set_result(reason)
+        if self.future.done():
+            return
+        if self.answer is not None and reason != WakeReason.CLOSED:
+            try:
+                self.answer(reason)
+            except Exception as exc:
+                self.future.set_exception(exc)
+                return
+        self.future.set_result(reason)
 
 
 class PullRequestHoldService:
@@ -64,6 +79,7 @@ class PullRequestHoldService:
         self.pull_request_table: dict[str, list[PullRequest]] = {}
         self._by_connection: dict[RemotingConnection, set[PullRequest]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         self._task: asyncio.Task[None] | None = None
         # Arrivals reported by the dispatch thread, not yet seen by the loop (guarded by _arrivals_lock).
         self._arrivals: list[tuple[str, int, int, int, Mapping[str, str] | None]] = []
@@ -80,6 +96,7 @@ class PullRequestHoldService:
     # --- life cycle ---------------------------------------------------------------------------------
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._task = self._loop.create_task(self._run(), name="PullRequestHoldService")
 
     async def shutdown(self) -> None:
@@ -104,14 +121,19 @@ class PullRequestHoldService:
 
     # --- holding ------------------------------------------------------------------------------------
     async def suspend(self, connection: RemotingConnection, topic: str, queue_id: int, offset: int,
-                      message_filter: ExpressionMessageFilter, timeout_s: float) -> str:  # fmt: skip
-        """Hold a pull until it should run again; returns why (a :class:`WakeReason` value)."""
+                      message_filter: ExpressionMessageFilter, timeout_s: float,
+                      answer: Callable[[str], None] | None = None) -> str:  # fmt: skip
+        """Hold a pull until it should run again; returns why (a :class:`WakeReason` value).
+
+        With *answer*, a wake-up (arrival or timeout) calls it first, in the waking callback: the pull is
+        answered there, one loop turn before its task would resume. A pull let through at once (its queue grew
+        before it was registered) is not; its caller runs it again."""
         if connection.closed:
             return WakeReason.CLOSED
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = loop
-        request = PullRequest(connection, topic, queue_id, offset, message_filter, loop.create_future())
+        request = PullRequest(connection, topic, queue_id, offset, message_filter, loop.create_future(), answer)
         key = self.build_key(topic, queue_id)
         self.pull_request_table.setdefault(key, []).append(request)
         self._by_connection.setdefault(connection, set()).add(request)
@@ -150,10 +172,12 @@ class PullRequestHoldService:
     def notify_message_arriving_threadsafe(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
                                            store_timestamp: int,
                                            properties: Mapping[str, str] | None) -> None:  # fmt: skip
-        """The store's ``message_arriving_listener``: called on the dispatch thread for each new message.
+        """The store's ``message_arriving_listener``: called by the dispatcher for each new message.
 
-        The arrivals are queued; the first one since the loop last looked schedules it to look (one
-        ``call_soon_threadsafe``, one wake-up of the loop, for a whole dispatch batch)."""
+        The arrivals are queued, so that a pull is woken once its queue has the whole dispatch batch. On the
+        loop's thread the dispatcher calls :meth:`drain_arrivals` right after its batch (and, should it not, the
+        loop does in its next turn). From another thread the first arrival since the loop last looked schedules
+        it to look (one ``call_soon_threadsafe``, one wake-up of the loop, for a whole dispatch batch)."""
         loop = self._loop
         if loop is None or self.build_key(topic, queue_id) not in self.pull_request_table:
             return  # nobody waits on this queue (a dict lookup is safe from another thread)
@@ -162,9 +186,13 @@ class PullRequestHoldService:
             self._arrivals.append((topic, queue_id, max_offset, tags_code, properties))
         if first:
             with contextlib.suppress(RuntimeError):  # the loop is closing
-                loop.call_soon_threadsafe(self._drain_arrivals)
+                if threading.get_ident() == self._loop_thread:
+                    loop.call_soon(self.drain_arrivals)
+                else:
+                    loop.call_soon_threadsafe(self.drain_arrivals)
 
-    def _drain_arrivals(self) -> None:
+    def drain_arrivals(self) -> None:
+        """On the loop: wake the held pulls that the arrivals queued so far satisfy."""
         with self._arrivals_lock:
             arrivals, self._arrivals = self._arrivals, []
         for topic, queue_id, max_offset, tags_code, properties in arrivals:

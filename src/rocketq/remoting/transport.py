@@ -363,6 +363,16 @@ class RemotingConnection(asyncio.Protocol):
         except RemotingConnectError as exc:
             log.debug("%s: response to %s lost: %s", self.role, self.remote_address, exc)
 
+    def respond(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Answer ``request`` from outside its processor, and write the answer now.
+
+        For a held request that an event answers in the callback that wakes it (a long-polling pull woken by an
+        arriving message): its processor then returns ``None``. Written at once, as the answers to one read are,
+        not in a later turn of the loop."""
+        self._respond(request, response)
+        if self._out and not self._dispatching:
+            self._flush()
+
     # -- writing ----------------------------------------------------------------------------------
 
     def _enqueue(self, cmd: RemotingCommand) -> None:

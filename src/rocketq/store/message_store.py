@@ -11,7 +11,11 @@ lays it out, recovers it, and serves puts and reads (store-format §1, §10, §1
   :class:`ConsumeQueue` and to the :class:`IndexService`
   (:mod:`rocketq.store.dispatch`), then wakes anyone waiting for a queue to
   grow. Records just appended come as rows handed over by the put path; others
-  are read back from the file;
+  are read back from the file. An owner with a thread of its own (a broker's
+  event loop) may instead dispatch there, right after appends
+  (:meth:`ReputMessageService.dispatch_now`, from the commit log's ``on_append``
+  hook): the thread is then only the fallback, and a new record reaches its
+  waiters without two thread hand-overs;
 - ``get_message`` reads a queue through its consume-queue units and returns the
   raw records, with RocketMQ's statuses and next/min/max offsets;
 - ``query_message`` looks keys up through the index.
@@ -25,6 +29,7 @@ close, so its presence at the next open means abnormal recovery. A store opened
 from __future__ import annotations
 
 import bisect
+import logging
 import operator
 import os
 import re
@@ -80,6 +85,8 @@ from rocketq.store.running_flags import NOT_WRITEABLE_BITS, RunningFlags
 from rocketq.store.services import StoreServices
 from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
 from rocketq.store.store_lock import StoreLock
+
+_log = logging.getLogger(__name__)
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 # Topics the store writes for itself; the broker keeps no write-queue limit for them here.
@@ -137,7 +144,10 @@ class QueryMessageResult:
 
 
 class ReputMessageService:
-    """Follows the commit log and dispatches every record (``ReputMessageService``)."""
+    """Follows the commit log and dispatches every record (``ReputMessageService``).
+
+    One dispatcher at a time (``_dispatch_lock``): the thread, or an appender calling :meth:`dispatch_now`.
+    """
 
     def __init__(self, store: MessageStore, reput_from_offset: int) -> None:
         self.store = store
@@ -148,6 +158,7 @@ class ReputMessageService:
         self._thread: threading.Thread | None = None
         self._rows: list[tuple[object, ...]] = []  # hand-off rows taken but not dispatched yet
         self._sleeping = False
+        self._dispatch_lock = threading.Lock()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
@@ -173,16 +184,38 @@ class ReputMessageService:
             self._wake.clear()
             before = self.reput_from_offset
             try:
-                self.do_reput()
+                with self._dispatch_lock:
+                    self.do_reput()
             except Exception:  # pragma: no cover - a dispatcher bug must not kill the thread silently
-                import logging
-
-                logging.getLogger(__name__).exception("dispatch failed at %d", self.reput_from_offset)
+                _log.exception("dispatch failed at %d", self.reput_from_offset)
                 time.sleep(0.1)
             stuck = self.reput_from_offset == before
 
-    def do_reput(self) -> None:
-        """Dispatch from ``reput_from_offset`` up to the readable end of the commit log.
+    def dispatch_now(self, max_rounds: int | None = None) -> bool:
+        """Dispatch what is appended in the caller's thread, now; False when another dispatcher is at work.
+
+        For an appender that wants its records in their queues (and their waiters woken) before it goes on,
+        without handing over to the thread and back. Whatever is left (another dispatcher was at work, more than
+        *max_rounds* rounds of ``DISPATCH_BATCH`` records were behind, an error, logged) the thread takes.
+        """
+        if not self._dispatch_lock.acquire(blocking=False):
+            self.wakeup()  # the other dispatcher may be past its last look at the end of the log
+            return False
+        try:
+            self.do_reput(max_rounds)
+            if max_rounds is not None and self.behind() > 0:
+                self.wakeup()
+        except Exception:
+            _log.exception("dispatch failed at %d", self.reput_from_offset)
+            self.wakeup()
+            return False
+        finally:
+            self._dispatch_lock.release()
+        return True
+
+    def do_reput(self, max_rounds: int | None = None) -> None:
+        """Dispatch from ``reput_from_offset`` up to the readable end of the commit log (or for *max_rounds*
+        rounds of at most ``DISPATCH_BATCH`` records).
 
         Records just appended come as rows from the hand-off (:meth:`CommitLog.take_handoff`),
         used only while each is the record at exactly the offset reached and ends within
@@ -196,7 +229,9 @@ class ReputMessageService:
         rows = self._rows
         k = 0  # rows[:k] are done
         stopped = self._stopped
-        while not stopped.is_set():
+        rounds = -1 if max_rounds is None else max_rounds
+        while not stopped.is_set() and rounds:
+            rounds -= 1
             min_offset = cl.get_min_offset()
             if min_offset > self.reput_from_offset:
                 self.reput_from_offset = min_offset

@@ -1,0 +1,178 @@
+"""The wake-up path of a held pull: a new record is dispatched where it was appended and wakes the pull at once
+(:mod:`rocketq.broker.loop_dispatch`), with the store's reput thread only as the fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+from broker_support import client_of, decode_records, props, pull_request, run, running_broker, send_v2
+from rocketq.broker.broker_controller import BrokerController
+from rocketq.broker.expression_message_filter import ExpressionMessageFilter
+from rocketq.broker.loop_dispatch import ROUNDS_PER_TURN, LoopDispatcher
+from rocketq.broker.pull_request_hold_service import PullRequestHoldService, WakeReason
+from rocketq.common.heartbeat import SubscriptionData
+from rocketq.remoting.codes import ResponseCode
+
+
+def _stop_reput_thread(broker: BrokerController) -> None:
+    """Leave the loop dispatcher (and delivery threads) as the only dispatchers: nothing else would put a new
+    record into its consume queue, so a held pull answered with it was woken through them."""
+    reput = broker.store.reput
+    assert reput is not None and reput._thread is not None
+    reput._stopped.set()
+    reput._wake.set()
+    reput._thread.join(5)
+    assert not reput._thread.is_alive()
+    reput._stopped.clear()  # do_reput stops at once while it is set
+
+
+async def _held(broker: BrokerController) -> None:
+    for _ in range(500):
+        if broker.pull_request_hold_service.held_count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the pull was not held")
+
+
+def test_a_send_wakes_a_held_pull_without_the_reput_thread(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            assert (await client.invoke(send_v2("W", b"first"))).code == ResponseCode.SUCCESS
+            _stop_reput_thread(broker)
+            for body in (b"second", b"third"):  # twice: the dispatch of a turn is scheduled again after it ran
+                offset = broker.store.get_max_offset_in_queue("W", 0)
+                held = asyncio.ensure_future(client.invoke(pull_request("g", "W", 0, offset, suspend_ms=20_000),
+                                                           timeout=30))  # fmt: skip
+                await _held(broker)
+                t0 = time.monotonic()
+                assert (await client.invoke(send_v2("W", body))).code == ResponseCode.SUCCESS
+                r = await asyncio.wait_for(held, 10)
+                # Far below the suspend time and the hold service's 5 s check (which could not help anyway).
+                assert time.monotonic() - t0 < 5.0
+                assert r.code == ResponseCode.SUCCESS
+                assert [m.body for m in decode_records(r.body)] == [body]
+
+    run(scenario())
+
+
+def test_a_delivered_delay_message_wakes_a_held_pull_without_the_reput_thread(tmp_path: Path) -> None:
+    """A delivery thread's put is dispatched on the loop; so is the parked record (appended on the loop), which is
+    what wakes the level's thread."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", messageDelayLevel="1s 2s") as broker, client_of(broker) as client:
+            assert (await client.invoke(send_v2("D", b"now"))).code == ResponseCode.SUCCESS  # makes the topic
+            _stop_reput_thread(broker)
+            offset = broker.store.get_max_offset_in_queue("D", 0)
+            held = asyncio.ensure_future(client.invoke(pull_request("g", "D", 0, offset, suspend_ms=20_000),
+                                                       timeout=30))  # fmt: skip
+            await _held(broker)
+            t0 = time.monotonic()
+            sent = await client.invoke(send_v2("D", b"later", properties=props(DELAY="1")))
+            assert sent.code == ResponseCode.SUCCESS
+            r = await asyncio.wait_for(held, 15)
+            assert 0.9 <= time.monotonic() - t0 < 5.0
+            assert r.code == ResponseCode.SUCCESS
+            assert [m.body for m in decode_records(r.body)] == [b"later"]
+
+    run(scenario(), timeout=60)
+
+
+class _Reput:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int | None, int]] = []
+
+    def dispatch_now(self, max_rounds: int | None = None) -> bool:
+        self.calls.append((max_rounds, threading.get_ident()))
+        return True
+
+
+class _CommitLog:
+    on_append = None
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.reput = _Reput()
+        self.commit_log = _CommitLog()
+
+
+def test_appends_of_a_loop_turn_and_of_other_threads_are_dispatched_once_on_the_loop() -> None:
+    async def scenario() -> None:
+        store = _Store()
+        dispatcher = LoopDispatcher(store, asyncio.get_running_loop())  # type: ignore[arg-type]
+        dispatcher.install()
+        assert store.commit_log.on_append == dispatcher.on_append
+        for end in (10, 20, 30):
+            dispatcher.on_append(end)
+        assert store.reput.calls == []  # not inside the append: after the turn's appends
+        await asyncio.sleep(0)
+        assert store.reput.calls == [(ROUNDS_PER_TURN, threading.get_ident())]
+        dispatcher.on_append(40)
+        await asyncio.sleep(0)
+        assert len(store.reput.calls) == 2
+
+        def deliver() -> None:  # two appends of a delivery thread: one dispatch, on the loop
+            dispatcher.on_append(50)
+            dispatcher.on_append(60)
+
+        thread = threading.Thread(target=deliver)
+        thread.start()
+        thread.join()  # blocking the loop: both appends come before it can dispatch
+        for _ in range(100):
+            if len(store.reput.calls) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert store.reput.calls[2:] == [(ROUNDS_PER_TURN, threading.get_ident())]
+        dispatcher.uninstall()
+        assert store.commit_log.on_append is None
+
+    run(scenario())
+
+
+class _Conn:
+    closed = False
+
+
+def test_an_arrival_reported_on_the_loop_wakes_the_pull_at_once() -> None:
+    async def scenario() -> None:
+        max_offset = [0]
+        hold = PullRequestHoldService(lambda _topic, _queue: max_offset[0])
+        hold.start()
+        loop = asyncio.get_running_loop()
+        hops: list[object] = []
+        real = loop.call_soon_threadsafe
+        loop.call_soon_threadsafe = lambda *a: hops.append(a) or real(*a)  # type: ignore[method-assign]
+        try:
+            flt = ExpressionMessageFilter(SubscriptionData(topic="T"))
+            plain = asyncio.ensure_future(hold.suspend(_Conn(), "T", 0, 0, flt, 30.0))  # type: ignore[arg-type]
+            while not hold.held_count:
+                await asyncio.sleep(0)
+            answered: list[str] = []
+            held = asyncio.ensure_future(hold.suspend(_Conn(), "T", 0, 0, flt, 30.0,  # type: ignore[arg-type]
+                                                      answered.append))  # fmt: skip
+            while hold.held_count < 2:
+                await asyncio.sleep(0)
+            max_offset[0] = 1
+            hold.notify_message_arriving_threadsafe("T", 0, 1, 0, 0, None)
+            assert hops == []  # no hop through the loop's self-pipe
+            hold.drain_arrivals()  # what the loop dispatcher does after its batch
+            assert answered == [WakeReason.ARRIVED]  # answered in the waking callback
+            await asyncio.sleep(0)
+            assert plain.done() and plain.result() == WakeReason.ARRIVED
+            assert held.done() and held.result() == WakeReason.ARRIVED
+            # Not drained by a dispatcher: the loop drains in its next turn.
+            late = asyncio.ensure_future(hold.suspend(_Conn(), "T", 0, 1, flt, 30.0))  # type: ignore[arg-type]
+            while not hold.held_count:
+                await asyncio.sleep(0)
+            max_offset[0] = 2
+            hold.notify_message_arriving_threadsafe("T", 0, 2, 0, 0, None)
+            assert await asyncio.wait_for(late, 5) == WakeReason.ARRIVED
+        finally:
+            loop.call_soon_threadsafe = real  # type: ignore[method-assign]
+            await hold.shutdown()
+
+    run(scenario())
