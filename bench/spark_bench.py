@@ -67,7 +67,10 @@ def generate(root: Path, gib: float) -> dict[str, Any]:
     store.start()
     try:
         while store.get_max_phy_offset() < target:
-            topic, queue = f"BenchTopic{count % TOPICS}", (count // TOPICS) % QUEUES
+            # One topic and queue per batch, round robin over all of them (keyed by the batch, not the message:
+            # count advances by BATCH, a multiple of TOPICS, so keying by it put everything in one queue).
+            nb = count // BATCH
+            topic, queue = f"BenchTopic{nb % TOPICS}", (nb // TOPICS) % QUEUES
             batch = []
             for _ in range(BATCH):
                 size = rng.randrange(200, 1800)
