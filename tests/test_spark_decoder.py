@@ -28,8 +28,9 @@ from rocketq.common.message import (
     MessageExt,
 )
 from rocketq.spark.commit_log_walk import END_BLANK, END_CORRUPT, END_ZEROS, find_record_start, walk_records
-from rocketq.spark.options import EARLIEST, LATEST, OptionError, parse_options
+from rocketq.spark.options import EARLIEST, LATEST, OptionError, ScanOptions, parse_options
 from rocketq.spark.record_decoder import ARROW_SCHEMA, CommitLogFile, RecordBlock, java_hashes
+from rocketq.spark.store_scan import TAIL_PROBE_BYTES, Damage, commit_log_positions, commit_log_ranges, list_data_files
 from rocketq.store.commit_log import CommitLog
 from rocketq.store.dump import message_to_dict
 from rocketq.store.index_file import index_key_hash
@@ -184,6 +185,35 @@ def test_walk_resync_and_corruption(tmp_path: Path) -> None:
     f = CommitLogFile(path)
     assert not RecordBlock(f, np.array(positions)).corrupt()
     assert [c.offset for c in RecordBlock(f, np.array(positions), check_crc=True).corrupt()] == [positions[40]]
+
+
+def test_ranges_merge_the_zero_tail(tmp_path: Path) -> None:
+    """The unwritten (zero) tail of a file is one range; a zero run inside the data (a body of zeros longer
+    than the probe) splits nothing; every record is read once either way."""
+    size, step = 1 << 21, 1 << 16
+    buf = bytearray(size)
+    pos = 0
+    positions = []
+    for i in range(40):
+        body = bytes(3 * TAIL_PROBE_BYTES) if i == 5 else bytes([1 + i % 200]) * (900 + 37 * i)
+        m = MessageExt(f"T{i % 3}", body, 0, {"KEYS": f"k{i}"}, store_timestamp=i, commit_log_offset=pos)
+        rec = encode_record(m)
+        buf[pos : pos + len(rec)] = rec
+        positions.append(pos)
+        pos += len(rec)
+    d = tmp_path / "commitlog"
+    d.mkdir()
+    (d / f"{0:020d}").write_bytes(bytes(buf))
+    files = list_data_files(d)
+    ranges = list(commit_log_ranges(files, step))
+    data_ranges = -(-pos // step)
+    assert len(ranges) == data_ranges + 1
+    assert [(r.begin, r.end) for r in ranges[:-1]] == [(b, b + step) for b in range(0, data_ranges * step, step)]
+    assert (ranges[-1].begin, ranges[-1].end) == (data_ranges * step, size)
+    f = CommitLogFile(files[0].path)
+    found = [p for r in ranges for a in commit_log_positions(f, r, Damage(ScanOptions(path=str(tmp_path)), r))
+             for p in a.tolist()]  # fmt: skip
+    assert found == positions
 
 
 def test_options() -> None:

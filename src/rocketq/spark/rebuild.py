@@ -61,7 +61,7 @@ from rocketq.spark.store_scan import (
     record_chunks,
 )
 from rocketq.store.commit_log import CommitLog
-from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+from rocketq.store.consume_queue import ConsumeQueue
 from rocketq.store.index_file import IndexFile
 from rocketq.store.index_service import time_file_name
 from rocketq.store.store_config import MessageStoreConfig
@@ -205,35 +205,12 @@ def write_queues(task: QueueTask) -> int:
         phys, size, tags, qoff = (np.concatenate(cols[k]) for k in ("phys", "size", "tags", "queueOffset"))
         cq = ConsumeQueue(topic, qid, root, task.file_size)
         try:
-            _put_units(cq, phys, size, tags, qoff)
+            cq.put_units(phys, size.astype(np.int64), tags, qoff)
             cq.flush()
         finally:
             cq.close()
         written += len(phys)
     return written
-
-
-def _put_units(cq: ConsumeQueue, phys: np.ndarray, size: np.ndarray, tags: np.ndarray, qoff: np.ndarray) -> None:
-    """Feed a queue's units to ``put_message_position_infos`` in runs that stay inside one file.
-
-    The store's code writes a run that continues its file as one block; the first unit of a
-    file (which creates it, with fillers when the queue starts mid-file) goes alone.
-    """
-    n = len(phys)
-    per_file = cq.mapped_file_size // CQ_STORE_UNIT_SIZE
-    if n and not bool(np.all(np.diff(qoff) == 1)):
-        for j in range(n):  # not one run of offsets: as the store would, unit by unit
-            cq.put_message_position_infos([int(phys[j])], [int(size[j])], [int(tags[j])], [int(qoff[j])])
-        return
-    i = 0
-    while i < n:
-        j = min(n, i + int(per_file - qoff[i] % per_file))
-        cq.put_message_position_infos(phys[i : i + 1].tolist(), size[i : i + 1].tolist(), tags[i : i + 1].tolist(),
-                                      qoff[i : i + 1].tolist())  # fmt: skip
-        if j > i + 1:
-            cq.put_message_position_infos(phys[i + 1 : j].tolist(), size[i + 1 : j].tolist(),
-                                          tags[i + 1 : j].tolist(), qoff[i + 1 : j].tolist())  # fmt: skip
-        i = j
 
 
 def write_index(task: IndexTask) -> int:

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketq.common.codec import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, RecordInfo
-from rocketq.common.javacompat import decode_utf8_java, java_string_hash
+from rocketq.common.javacompat import decode_utf8_java, java_hashes_after, java_hashes_of_ranges, java_string_hash
 from rocketq.common.message import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
@@ -57,7 +57,7 @@ from rocketq.common.message import (
 )
 from rocketq.common.message_id import bytes_to_host
 from rocketq.store.dump import host_to_string
-from rocketq.store.index_file import index_key_hash
+from rocketq.store.index_file import index_key_hash, index_key_hashes_of
 
 # --- the schema -------------------------------------------------------------------------
 
@@ -361,44 +361,29 @@ _MASK32: Final = 0xFFFFFFFF
 
 
 def java_hashes(strings: pa.Array) -> np.ndarray:
-    """``String.hashCode`` of each string of *strings* (no nulls), as uint32.
+    """``String.hashCode`` of each string of *strings* (no nulls), as uint64 holding unsigned 32-bit values.
 
-    ASCII strings are hashed with Horner's rule over columns, all strings of one
-    length at a time (the UTF-16 code units are the bytes); any other string
-    takes :func:`java_string_hash`.
+    The bytes of ASCII strings are their UTF-16 code units: all are hashed at once by
+    :func:`~rocketq.common.javacompat.java_hashes_of_ranges` over the Arrow data
+    buffer; a string with other bytes takes :func:`java_string_hash`.
     """
     n = len(strings)
-    out = np.zeros(n, dtype=np.uint32)
     if n == 0:
-        return out
+        return np.zeros(0, dtype=np.uint64)
     offs = _offsets(strings)
-    lens = np.diff(offs)
-    buf = strings.buffers()[2]
-    for length in np.unique(lens).tolist():
-        if length == 0:
-            continue
-        rows = np.flatnonzero(lens == length)
-        chars = _take_fixed(buf, offs[rows], length).reshape(-1, length)
-        h = np.zeros(len(rows), dtype=np.uint32)
-        for c in range(length):
-            h = h * np.uint32(31) + chars[:, c]
-        out[rows] = h
-        for r in rows[chars.max(axis=1) >= 0x80].tolist():
-            out[r] = java_string_hash(strings[r].as_py()) & _MASK32
+    data = _data(strings)
+    out = java_hashes_of_ranges(data, offs[:-1], offs[1:])
+    for r in _non_ascii_rows(data, offs).tolist():
+        out[r] = java_string_hash(strings[r].as_py()) & _MASK32
     return out
 
 
-def _pow31(exponents: np.ndarray) -> np.ndarray:
-    """31 ** e mod 2**32 for each e (uint32)."""
-    result = np.ones(len(exponents), dtype=np.uint32)
-    base = np.full(len(exponents), 31, dtype=np.uint32)
-    e = exponents.astype(np.int64)
-    while e.any():
-        odd = (e & 1).astype(bool)
-        result[odd] *= base[odd]
-        base *= base
-        e >>= 1
-    return result
+def _non_ascii_rows(data: np.ndarray, offs: np.ndarray) -> np.ndarray:
+    """Rows (given by their *offs* into *data*) holding a byte of 0x80 or more."""
+    high = np.flatnonzero(data[: int(offs[-1])] >= 0x80)
+    if not len(high):
+        return high
+    return np.unique(np.searchsorted(offs, high, side="right") - 1)
 
 
 # --- decoding -------------------------------------------------------------------------------
@@ -715,32 +700,38 @@ class RecordBlock:
         k_live = live[k_rows]
         k_rows = k_rows[k_live]
         k_vals = k_flat.filter(pa.array(k_live))
-        rows = np.concatenate((u_rows, k_rows))
+        # Dispatch order (by record; the unique key first) by where each key goes, no sort: a record's keys
+        # start after those of the records before it.
+        n = self.n
+        has_u = np.zeros(n, dtype=np.int64)
+        has_u[u_rows] = 1
+        per_row = np.bincount(k_rows, minlength=n)
+        first_k = np.cumsum(per_row) - per_row
+        start = np.cumsum(has_u + per_row) - (has_u + per_row)
+        nu, nk = len(u_rows), len(k_rows)
+        dest = np.concatenate((start[u_rows], start[k_rows] + has_u[k_rows] + np.arange(nk) - first_k[k_rows]))
+        order = np.empty(nu + nk, dtype=np.int64)
+        order[dest] = np.arange(nu + nk)
+        rows = np.concatenate((u_rows, k_rows))[order]
         strings = pa.concat_arrays([uniq.take(pa.array(u_rows)).cast(pa.string()), k_vals.cast(pa.string())])
-        rank = np.concatenate((np.zeros(len(u_rows), np.int64), np.arange(1, len(k_rows) + 1)))
-        order = np.lexsort((rank, rows))
-        rows = rows[order]
-        strings = strings.take(pa.array(order))
-        key_hash = java_hashes(strings)
-        # hash(topic + "#" + key) = hash(topic + "#") * 31^len(key) + hash(key), with len in UTF-16 units.
+        offs = _offsets(strings)
+        data = _data(strings)
+        lens = np.diff(offs)
+        # hash(topic + "#" + key) from hash(topic + "#") and the key's hash and length (UTF-16 units: bytes for
+        # ASCII); keys or topics that are not plain ASCII take the exact path below.
+        key_hash = java_hashes_of_ranges(data, offs[:-1], offs[1:])[order]
         topics = self.topics()
         enc = pc.dictionary_encode(topics)
         topic_names = enc.dictionary.to_pylist()
-        prefix = np.array([java_string_hash(t + "#") & _MASK32 for t in topic_names], dtype=np.uint32)
+        prefix = np.array([java_string_hash(t + "#") & _MASK32 for t in topic_names], dtype=np.uint64)
         t_idx = np.asarray(enc.indices, dtype=np.int64)[rows]
-        lens = np.asarray(pc.utf8_length(strings), dtype=np.int64)
-        full = prefix[t_idx] * _pow31(lens) + key_hash
-        # Strings that are not plain ASCII (UTF-16 lengths differ from code points) take the exact path.
-        odd = np.flatnonzero(np.asarray(pc.binary_length(strings), dtype=np.int64) != lens)
+        h = index_key_hashes_of(java_hashes_after(prefix[t_idx], key_hash, lens[order]))
+        odd = np.flatnonzero(np.isin(order, _non_ascii_rows(data, offs)))
         odd_topics = [i for i, t in enumerate(topic_names) if not t.isascii()]
         if odd_topics:
             odd = np.union1d(odd, np.flatnonzero(np.isin(t_idx, odd_topics)))
-        h = full.astype(np.int64)
-        neg = h >= 0x80000000
-        h[neg] = 0x100000000 - h[neg]
-        h[h > 0x7FFFFFFF] = 0
         for i in odd.tolist():
-            h[i] = index_key_hash(f"{topic_names[t_idx[i]]}#{strings[i].as_py()}")
+            h[i] = index_key_hash(f"{topic_names[t_idx[i]]}#{strings[int(order[i])].as_py()}")
         return h, self.phys[rows], self.store_ts[rows], rows
 
 

@@ -31,6 +31,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
@@ -214,12 +215,35 @@ def data_extent(path: str, size: int) -> int:
         os.close(fd)
 
 
+TAIL_PROBE_BYTES: Final = 64 << 10
+
+
+def _zeros(chunk: bytes) -> bool:
+    return chunk.count(0) == len(chunk)
+
+
 def commit_log_ranges(files: tuple[DataFile, ...] | list[DataFile], step: int) -> Iterator[CommitLogRange]:
-    """Ranges of at most *step* bytes over the written part of each file."""
+    """Ranges of at most *step* bytes over the written part of each file, the zero tail of a file in one range.
+
+    A file allocated in full (``posix_fallocate``, as the store makes them) reads
+    as data to ``SEEK_HOLE``; its unwritten tail is zeros. Ranges from the first
+    one whose first :data:`TAIL_PROBE_BYTES` are zeros, when every later range
+    starts with zeros too, are merged into one: a task that finds nothing there
+    costs the same however large its range, and merging ranges changes no record
+    read (a body full of zeros only makes that one task larger).
+    """
     for f in files:
         extent = data_extent(f.path, f.size)
-        for begin in range(0, extent, step):
+        begins = list(range(0, extent, step))
+        zeros = len(begins)  # begins[zeros:] start with zeros, and so does every range after them
+        if zeros > 2:
+            with open(f.path, "rb") as fh:
+                while zeros > 1 and _zeros(os.pread(fh.fileno(), TAIL_PROBE_BYTES, begins[zeros - 1])):
+                    zeros -= 1
+        for begin in begins[:zeros]:
             yield CommitLogRange(f, begin, min(begin + step, extent))
+        if zeros < len(begins):
+            yield CommitLogRange(f, begins[zeros], extent)
 
 
 def _plan_queues(opts: ScanOptions, layout: StoreLayout, cq_dir: Path) -> list[Partition]:
