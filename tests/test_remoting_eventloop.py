@@ -15,20 +15,20 @@ from rocketq.remoting.transport import RemotingClient, RemotingConnection, Remot
 HAVE_UVLOOP = importlib.util.find_spec("uvloop") is not None
 
 
-@pytest.mark.parametrize("value", ["0", "false", "No", " off "])
-def test_env_var_turns_uvloop_off(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    monkeypatch.setenv(eventloop.ENV_VAR, value)
+@pytest.mark.parametrize("value", [None, "", "0", "false", "No", " off ", "maybe"])
+def test_standard_loop_by_default(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+    if value is None:
+        monkeypatch.delenv(eventloop.ENV_VAR, raising=False)
+    else:
+        monkeypatch.setenv(eventloop.ENV_VAR, value)
     assert not eventloop.uvloop_wanted()
     assert eventloop.loop_factory() is None
     assert eventloop.uvloop_wanted(True)  # an explicit choice wins over the environment
 
 
-@pytest.mark.parametrize("value", [None, "", "1", "yes"])
-def test_uvloop_wanted_by_default(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
-    if value is None:
-        monkeypatch.delenv(eventloop.ENV_VAR, raising=False)
-    else:
-        monkeypatch.setenv(eventloop.ENV_VAR, value)
+@pytest.mark.parametrize("value", ["1", "yes", " ON ", "true"])
+def test_env_var_turns_uvloop_on(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(eventloop.ENV_VAR, value)
     assert eventloop.uvloop_wanted()
     assert (eventloop.loop_factory() is not None) == HAVE_UVLOOP
     assert not eventloop.uvloop_wanted(False)

@@ -1,13 +1,16 @@
-"""Which asyncio event loop rocketq's processes run on: uvloop when it is installed, the standard one otherwise.
+"""Which asyncio event loop rocketq's processes run on: the standard one, or uvloop when asked for and installed.
 
 RocketMQ's servers sit on Netty's epoll transport rather than the JDK's generic NIO selector when the platform has
-it (``NettyServerConfig.useEpollNativeSelector``); this is the same choice for Python: uvloop (an event loop on
-libuv) cuts the loop's own cost per read, write and callback. It is a dependency of the package where it
-builds (not on Windows); without it, or with ``ROCKETQ_UVLOOP=0`` in the environment, the standard loop runs, with
-the same behaviour.
+it (``NettyServerConfig.useEpollNativeSelector``); uvloop (an event loop on libuv) is the same kind of choice for
+Python. It is off unless ``ROCKETQ_UVLOOP=1`` is in the environment (and ``pip install rocketq[uvloop]``):
+measured on the broker it brings no throughput, and it starves the broker's own threads. uvloop keeps the GIL
+across its socket reads and writes, so a delay-delivery, reput or flush thread gets the GIL only when the
+interpreter's switch interval (5 ms) forces it; under a send load that made delayed messages 1-3.5 s late at p50
+(the standard loop releases the GIL in every socket call: 1-2 ms), see bench/broker_bench.py ``--delay-tx``.
 
 ``run(main)`` replaces ``asyncio.run(main)`` in the server entry points (``rocketq start``, ``broker``,
-``namesrv``); ``new_event_loop()`` makes a loop of the same kind for one driven by hand.
+``namesrv``) and the broker bench's load generators; ``new_event_loop()`` makes a loop of the same kind for one
+driven by hand.
 
 Not for processes that print much after their loop has ended (the command-line clients, the blocking client's
 thread): once a uvloop loop is closed, a large write to a pipe on stdout can come out short (uvloop 0.23 on
@@ -25,21 +28,21 @@ from typing import Any, Final, TypeVar
 
 __all__ = ["ENV_VAR", "loop_factory", "loop_name", "new_event_loop", "run", "uvloop_wanted"]
 
-#: ``0``/``false``/``no``/``off`` turn uvloop off; anything else (or unset) uses it when installed.
+#: ``1``/``true``/``yes``/``on`` turn uvloop on (when installed); anything else (or unset): the standard loop.
 ENV_VAR: Final = "ROCKETQ_UVLOOP"
-_OFF: Final = frozenset({"0", "false", "no", "off"})
+_ON: Final = frozenset({"1", "true", "yes", "on"})
 
 _T = TypeVar("_T")
 
 
 def uvloop_wanted(enabled: bool | None = None) -> bool:
-    """Whether to try uvloop: ``enabled`` when given, else what ``ROCKETQ_UVLOOP`` says (default yes), and never on
+    """Whether to try uvloop: ``enabled`` when given, else what ``ROCKETQ_UVLOOP`` says (default no), and never on
     Windows (uvloop does not exist there)."""
     if sys.platform == "win32":
         return False
     if enabled is not None:
         return enabled
-    return os.environ.get(ENV_VAR, "").strip().lower() not in _OFF
+    return os.environ.get(ENV_VAR, "").strip().lower() in _ON
 
 
 def loop_factory(enabled: bool | None = None) -> Callable[[], asyncio.AbstractEventLoop] | None:
