@@ -1,7 +1,7 @@
 """IndexFile and IndexService against the spec (store-format §5) and RocketMQ 4.9.4's own files.
 
 The golden stores were written with maxHashSlotNum=1000 and maxIndexNum=4000
-(84,040-byte files); see /work/shared/golden/README.md.
+(84,040-byte files); see the golden data's README (../shared/golden/README.md).
 """
 
 from __future__ import annotations
