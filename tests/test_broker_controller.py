@@ -211,6 +211,40 @@ def test_rocketq_start_runs_both_and_stops_on_sigterm(tmp_path: Path) -> None:
             proc.communicate(timeout=10)
 
 
+def test_rocketq_start_stops_cleanly_on_a_signal_during_its_start(tmp_path: Path) -> None:
+    # SIGINT as soon as the name server says it listens: the broker is still starting. The signal must stop
+    # both cleanly (it used to be a KeyboardInterrupt, exit 130, or a window right after a ready line).
+    cmd = [sys.executable, "-m", "rocketq.cli.main", "start", "--store", str(tmp_path / "store"),
+           "--namesrv-port", "0", "--broker-port", "0"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_line(proc, "name server listening", 30)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "rocketq name server stopped" in out and "interrupted" not in err
+        assert not (tmp_path / "store" / "abort").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+
+
+def test_stop_signals_set_the_event_while_installed() -> None:
+    import os
+
+    from rocketq.cli.signals import stop_signals
+
+    async def main() -> bool:
+        with stop_signals() as stop:
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.wait_for(stop.wait(), 10)
+            return stop.is_set()
+
+    assert run(main())
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back after the block
+
+
 def test_rocketq_broker_with_a_conf_file(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("".join(f"{k}={v}\n" for k, v in broker_properties(tmp_path / "store").items()))

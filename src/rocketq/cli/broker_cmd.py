@@ -10,16 +10,14 @@ print where they listen once ready and shut down cleanly on Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import logging
-import signal
 from pathlib import Path
 from typing import Any
 
 from rocketq.broker.broker_config import load_broker_config
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.cli.args import port
+from rocketq.cli.signals import stop_signals
 from rocketq.remoting import eventloop
 
 DEFAULT_NAMESRV_PORT = 9876
@@ -71,20 +69,6 @@ def _setup_logging(verbose: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
 
 
-async def _wait_for_signal() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
-
-
 def _describe_broker(broker: BrokerController) -> str:
     c = broker.broker_config
     vip = f" (and :{broker.vip_port} for old clients)" if broker.fast_remoting_server.started else ""
@@ -93,15 +77,16 @@ def _describe_broker(broker: BrokerController) -> str:
 
 
 async def run_broker(broker: BrokerController) -> None:
-    await broker.start()
-    try:
-        print(_describe_broker(broker), flush=True)
-        names = broker.broker_config.namesrv_addr or "none"
-        print(f"rocketq broker registered with name server(s): {names}", flush=True)
-        await _wait_for_signal()
-    finally:
-        await broker.shutdown()
-        print("rocketq broker stopped", flush=True)
+    with stop_signals() as stop:
+        await broker.start()
+        try:
+            print(_describe_broker(broker), flush=True)
+            names = broker.broker_config.namesrv_addr or "none"
+            print(f"rocketq broker registered with name server(s): {names}", flush=True)
+            await stop.wait()
+        finally:
+            await broker.shutdown()
+            print("rocketq broker stopped", flush=True)
 
 
 def cmd_broker(args: argparse.Namespace) -> int:
@@ -127,22 +112,23 @@ async def run_start(args: argparse.Namespace) -> None:
         overrides["broker_ip1"] = LOCALHOST
     broker_config, store_config = load_broker_config(args.config, **overrides)
     namesrv = NamesrvController(LOCALHOST, args.namesrv_port)
-    await namesrv.start()
-    try:
-        print(f"rocketq name server listening on {namesrv.address}", flush=True)
-        broker_config.namesrv_addr = namesrv.address
-        broker = BrokerController(broker_config, store_config)
-        await broker.start()
+    with stop_signals() as stop:
+        await namesrv.start()
         try:
-            print(_describe_broker(broker), flush=True)
-            print("rocketq ready (Ctrl-C to stop)", flush=True)
-            await _wait_for_signal()
+            print(f"rocketq name server listening on {namesrv.address}", flush=True)
+            broker_config.namesrv_addr = namesrv.address
+            broker = BrokerController(broker_config, store_config)
+            await broker.start()
+            try:
+                print(_describe_broker(broker), flush=True)
+                print("rocketq ready (Ctrl-C to stop)", flush=True)
+                await stop.wait()
+            finally:
+                await broker.shutdown()
+                print("rocketq broker stopped", flush=True)
         finally:
-            await broker.shutdown()
-            print("rocketq broker stopped", flush=True)
-    finally:
-        await namesrv.stop()
-        print("rocketq name server stopped", flush=True)
+            await namesrv.stop()
+            print("rocketq name server stopped", flush=True)
 
 
 def cmd_start(args: argparse.Namespace) -> int:

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
-import signal
 import sys
 import time
 from typing import Any
@@ -29,6 +27,7 @@ from typing import Any
 from tqdm import tqdm
 
 from rocketq.cli.args import positive
+from rocketq.cli.signals import stop_signals
 from rocketq.client import ClientConfig, ConsumeFromWhere, InvalidMessageError, LitePullConsumer, Producer, new_message
 from rocketq.client.client_config import resolve_namesrv_addrs
 from rocketq.client.producer import check_topic
@@ -217,30 +216,26 @@ async def _consume(args: argparse.Namespace) -> int:
     count = 0
     out = sys.stdout
     dump: Any = json.dumps
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):  # stop cleanly: commit what was printed
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    async with consumer:
-        last = time.monotonic()
-        try:
-            while (args.count is None or count < args.count) and not stop.is_set():
-                want = None if args.count is None else args.count - count
-                msgs = await consumer.poll(timeout=1.0, max_messages=want)
-                if not msgs:
-                    if args.timeout is not None and time.monotonic() - last >= args.timeout:
-                        break
-                    continue
-                last = time.monotonic()
-                for msg in msgs:
-                    out.write((dump(_json_object(msg)) if args.json else _line(msg)) + "\n")
-                out.flush()
-                count += len(msgs)
-                progress.update(len(msgs))
-        finally:
-            progress.close()
-            await consumer.commit()
+    with stop_signals() as stop:  # stop cleanly: commit what was printed
+        async with consumer:
+            last = time.monotonic()
+            try:
+                while (args.count is None or count < args.count) and not stop.is_set():
+                    want = None if args.count is None else args.count - count
+                    msgs = await consumer.poll(timeout=1.0, max_messages=want)
+                    if not msgs:
+                        if args.timeout is not None and time.monotonic() - last >= args.timeout:
+                            break
+                        continue
+                    last = time.monotonic()
+                    for msg in msgs:
+                        out.write((dump(_json_object(msg)) if args.json else _line(msg)) + "\n")
+                    out.flush()
+                    count += len(msgs)
+                    progress.update(len(msgs))
+            finally:
+                progress.close()
+                await consumer.commit()
     if stop.is_set():
         return 0
     if args.count is not None and count < args.count:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
 from pathlib import Path
 
 from rocketq.cli.args import port
+from rocketq.cli.signals import stop_signals
 from rocketq.namesrv.namesrv_controller import NamesrvController
 from rocketq.remoting import eventloop
 
@@ -31,18 +29,14 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
 
 async def serve_until_stopped(ctl: NamesrvController) -> None:
     """Start, report where it listens, and stop cleanly on SIGINT/SIGTERM."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    await ctl.start()
-    print(f"rocketq name server listening on {ctl.address}", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        await ctl.stop()
-        print("rocketq name server stopped", flush=True)
+    with stop_signals() as stop:
+        await ctl.start()
+        print(f"rocketq name server listening on {ctl.address}", flush=True)
+        try:
+            await stop.wait()
+        finally:
+            await ctl.stop()
+            print("rocketq name server stopped", flush=True)
 
 
 def cmd_namesrv(args: argparse.Namespace) -> int:
