@@ -48,22 +48,12 @@ from typing import Any
 from rocketq.common.message import Message, MessageExt
 from rocketq.store.message_store import MessageStore
 from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
+from store_bench import settle  # a sibling script: the benches run from this directory
 
 TOPIC = "BenchTopic"
 QUEUES = 8
 BODY = 1024
 WRITERS = (1, 8, 64)
-
-
-def settle(store: MessageStore) -> None:
-    """Wait until the store has made its first files ready (the file in use and the one made ahead are
-    pre-touched on a thread of their own, seconds of work for 1 GiB here), so runs time the steady state."""
-    allocate = getattr(store.services, "allocate", None)
-    wait_idle = getattr(allocate, "wait_idle", None)
-    if wait_idle is not None:
-        wait_idle(300)
-    else:
-        time.sleep(10)  # a store without wait_idle (an older rocketq): give it time
 
 
 def _config(root: Path, flush: str, **kw: Any) -> MessageStoreConfig:

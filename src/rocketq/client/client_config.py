@@ -103,3 +103,15 @@ class ClientConfig:
 
     def copy(self, **changes: object) -> ClientConfig:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def of(cls, config: ClientConfig | None, *, namesrv_addr: str | None = None,
+           instance_name: str | None = None) -> ClientConfig:  # fmt: skip
+        """A client's own config: a copy of *config* (the defaults without one) with the name server address and
+        instance name given as a producer's or consumer's own arguments, where given."""
+        cfg = config.copy() if config is not None else cls()
+        if namesrv_addr is not None:
+            cfg.namesrv_addr = namesrv_addr
+        if instance_name is not None:
+            cfg.instance_name = instance_name
+        return cfg

@@ -77,12 +77,7 @@ class ConsumerBase:
         allocate_strategy: AllocateMessageQueueStrategy | None = None,
         offset_store_dir: str | None = None,
     ) -> None:
-        cfg = config.copy() if config is not None else ClientConfig()
-        if namesrv_addr is not None:
-            cfg.namesrv_addr = namesrv_addr
-        if instance_name is not None:
-            cfg.instance_name = instance_name
-        self.config = cfg
+        self.config = ClientConfig.of(config, namesrv_addr=namesrv_addr, instance_name=instance_name)
         self._group = group
         self._message_model = message_model
         self._consume_from_where = consume_from_where

@@ -180,12 +180,7 @@ class Producer:
         send_smart_msg: bool = True,
         _instance: ClientInstance | None = None,
     ) -> None:
-        cfg = config.copy() if config is not None else ClientConfig()
-        if namesrv_addr is not None:
-            cfg.namesrv_addr = namesrv_addr
-        if instance_name is not None:
-            cfg.instance_name = instance_name
-        self.config = cfg
+        self.config = ClientConfig.of(config, namesrv_addr=namesrv_addr, instance_name=instance_name)
         self._group = group
         self.send_timeout = send_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed

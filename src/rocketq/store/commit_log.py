@@ -163,6 +163,13 @@ class PutMessageResult:
                 + (f", error={self.error!r})" if self.error else ")"))  # fmt: skip
 
 
+def _unencodable(e: ValueError) -> PutMessageResult:
+    """The refusal of a message the codec cannot write: properties over 32 KiB, or anything else illegal."""
+    status = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED if isinstance(e, PropertiesTooLongError) \
+        else PutMessageStatus.MESSAGE_ILLEGAL  # fmt: skip
+    return PutMessageResult(status, error=str(e))
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -278,10 +285,8 @@ class CommitLog:
         from_dict = msg.properties_bytes is None
         try:
             data = encode_one(msg)
-        except PropertiesTooLongError as e:
-            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, error=str(e))
         except ValueError as e:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(e))
+            return _unencodable(e)
         total = len(data)
         if total > self.config.max_message_size:
             return self._refusal(total, total)  # type: ignore[return-value]
@@ -331,10 +336,8 @@ class CommitLog:
             return self._put_one(msgs[0])
         try:
             enc = encode_records(msgs)
-        except PropertiesTooLongError as e:
-            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, error=str(e))
         except ValueError as e:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=str(e))
+            return _unencodable(e)
         total = enc.total
         refused = self._refusal(max(enc.sizes), total)
         if refused is not None:
