@@ -14,6 +14,13 @@ import pytest
 GOLDEN = Path(os.environ.get("ROCKETQ_GOLDEN", Path(__file__).resolve().parents[2] / "shared" / "golden"))
 GOLDEN_STORE = GOLDEN / "rocketmq-4.9.4"
 
+# A test host's disk may be fuller than RocketMQ's defaults allow (90 % used marks a store disk-full and
+# refuses puts; 85 % deletes commit-log files forcibly). Raise both, the way 4.9 does with its system
+# properties, for every store of the run and the brokers it starts as subprocesses; tests of the
+# thresholds clear them.
+os.environ.setdefault("rocketmq.broker.diskSpaceWarningLevelRatio", "0.99")
+os.environ.setdefault("rocketmq.broker.diskSpaceCleanForciblyRatio", "0.99")
+
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     # The golden data is part of the test contract (CI has it beside the clone): a missing

@@ -54,7 +54,12 @@ from rocketq.common.errors import CorruptRecordError
 from rocketq.common.message import Message
 from rocketq.store import mapped_file
 from rocketq.store.checkpoint import StoreCheckpoint
-from rocketq.store.clean_service import disk_partition_used_ratio, is_it_time_to_do
+from rocketq.store.clean_service import (
+    CLEAN_FORCIBLY_PROPERTY,
+    WARNING_LEVEL_PROPERTY,
+    disk_partition_used_ratio,
+    is_it_time_to_do,
+)
 from rocketq.store.commit_log import PutMessageStatus
 from rocketq.store.message_store import GetMessageStatus, MessageStore
 from rocketq.store.store_config import ASYNC_FLUSH, SYNC_FLUSH, MessageStoreConfig, load_broker_conf
@@ -767,7 +772,9 @@ def test_retention_deletes_expired_files_at_delete_when_and_everything_below_the
         assert store.get_min_phy_offset() == min_phy
 
 
-def test_disk_usage_thresholds_delete_forcibly_and_refuse_puts(tmp_path: Path) -> None:
+def test_disk_usage_thresholds_delete_forcibly_and_refuse_puts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(WARNING_LEVEL_PROPERTY, raising=False)  # the defaults, as a plain host has them
+    monkeypatch.delenv(CLEAN_FORCIBLY_PROPERTY, raising=False)
     with MessageStore(small_config(tmp_path / "s", delete_commit_log_files_interval=0)) as store:
         for _ in range(100):
             store.put_message(Message("Full", bytes(2000), 0, {}), 0)
@@ -790,6 +797,24 @@ def test_disk_usage_thresholds_delete_forcibly_and_refuse_puts(tmp_path: Path) -
         cleaner.disk_usage = lambda _p: 0.50
         assert not cleaner.is_space_full()
         assert store.put_message(Message("Full", b"welcome back", 0, {}), 0).ok
+
+
+def test_disk_ratio_properties_override_the_config_unclamped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(WARNING_LEVEL_PROPERTY, "0.97")
+    monkeypatch.setenv(CLEAN_FORCIBLY_PROPERTY, "not a number")
+    with MessageStore(small_config(tmp_path / "s", disk_space_warning_level_ratio=50)) as store:
+        cleaner = store.services.clean.commit_log_cleaner
+        assert cleaner.disk_space_warning_level_ratio() == 0.97  # above 5.x's 90 % clamp, as 4.9 allows
+        assert cleaner.disk_space_clean_forcibly_ratio() == 0.85  # ignored: the config's default
+        cleaner.disk_usage = lambda _p: 0.95
+        assert not cleaner.is_space_full()
+        assert store.put_message(Message("Full", b"accepted", 0, {}), 0).ok
+        cleaner.disk_usage = lambda _p: 0.98
+        assert cleaner.is_space_full()
+        assert store.put_message(Message("Full", b"refused", 0, {}), 0).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    monkeypatch.delenv(WARNING_LEVEL_PROPERTY)
+    with MessageStore(small_config(tmp_path / "s", disk_space_warning_level_ratio=95)) as store:
+        assert store.services.clean.commit_log_cleaner.disk_space_warning_level_ratio() == 0.90  # 5.x's clamp
 
 
 def test_disk_helpers() -> None:

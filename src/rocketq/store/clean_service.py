@@ -20,6 +20,12 @@ schedule that runs them (store-format §12, §13):
   (:class:`~rocketq.store.running_flags.RunningFlags`) and puts are refused with
   ``SERVICE_NOT_AVAILABLE`` until usage drops again.
 
+The two disk ratios are the config's percentages, clamped to 35–90 % and 30–85 % as
+5.x clamps them; as in 4.9, an environment entry named like 4.9's system property —
+``rocketmq.broker.diskSpaceWarningLevelRatio`` / ``rocketmq.broker.diskSpaceCleanForciblyRatio``,
+a fraction such as ``0.95`` — overrides them unclamped (read once, when the store starts), for a
+host whose disk is fuller than the defaults allow.
+
 ``disk_usage`` (path → used fraction) and ``hour_now`` are attributes so that
 tests can stand in a small, full or size-capped disk.
 """
@@ -40,6 +46,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_MANUAL_DELETE_FILE_TIMES = 20
+WARNING_LEVEL_PROPERTY = "rocketmq.broker.diskSpaceWarningLevelRatio"
+CLEAN_FORCIBLY_PROPERTY = "rocketmq.broker.diskSpaceCleanForciblyRatio"
+
+
+def ratio_property(name: str) -> float | None:
+    """A 4.9 system-property ratio from the environment entry *name*; None when unset or not a number in 0–1."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        log.warning("ignoring %s=%r: not a fraction between 0 and 1", name, raw)
+        return None
+    return value
 
 
 def disk_partition_used_ratio(path: str | os.PathLike[str]) -> float:
@@ -76,12 +99,18 @@ class CleanCommitLogService:
         self.disk_usage: Callable[[Path], float] = disk_partition_used_ratio
         self.hour_now: Callable[[], int] = lambda: datetime.now().hour
         self.deleted_files = 0
+        self._warning_override = ratio_property(WARNING_LEVEL_PROPERTY)
+        self._forcibly_override = ratio_property(CLEAN_FORCIBLY_PROPERTY)
 
-    # --- thresholds (5.x: config percentages, clamped as Java clamps them) --------------------
+    # --- thresholds (5.x: config percentages, clamped as Java clamps them; 4.9: the property) --
     def disk_space_warning_level_ratio(self) -> float:
+        if self._warning_override is not None:
+            return self._warning_override
         return min(0.90, max(0.35, self.store.config.disk_space_warning_level_ratio / 100.0))
 
     def disk_space_clean_forcibly_ratio(self) -> float:
+        if self._forcibly_override is not None:
+            return self._forcibly_override
         return min(0.85, max(0.30, self.store.config.disk_space_clean_forcibly_ratio / 100.0))
 
     def execute_delete_files_manually(self) -> None:
