@@ -167,7 +167,7 @@ class AllocateMappedFileService:
                     del view
                 else:
                     mf.pre_touch(start, min(mf.file_size, start + chunk))
-            except (ValueError, TypeError):  # closed meanwhile
+            except (ValueError, TypeError, OSError):  # closed meanwhile
                 return
 
     def _make(self, req: AllocateRequest) -> MappedFile:
