@@ -32,6 +32,7 @@ from rocketq.common.message import (
     MessageExt,
     string_to_properties,
 )
+from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 from rocketq.store.consume_queue import CQ_DTYPE, ConsumeQueue
 from rocketq.store.dispatch import DispatchBatch
 from rocketq.store.message_store import MessageStore
@@ -108,7 +109,8 @@ def test_hand_off_file_and_per_record_dispatch_build_identical_files(tmp_path: P
                 super().do_dispatch_batch(DispatchBatch.from_rows([req]))
 
     each = PerRecord(small_config(tmp_path / "each"))
-    each.message_arriving_listener = lambda *_: None  # a listener reads whole requests: no hashed batches
+    each.message_arriving_listener = lambda *_: None  # with property maps for its topics: no hashed batches
+    each.message_arriving_property_topics = frozenset({"DispA", "DispB", RMQ_SYS_SCHEDULE_TOPIC})
     with each:
         pass
     reference = tree_bytes(tmp_path / "each", "consumequeue")
@@ -117,6 +119,63 @@ def test_hand_off_file_and_per_record_dispatch_build_identical_files(tmp_path: P
         assert tree_bytes(tmp_path / name, "consumequeue") == reference, name
         assert index_contents(tmp_path / name) == index_contents(tmp_path / "each"), name
     assert len(index_contents(tmp_path / "each")) > 2
+
+
+def _listen(store: MessageStore) -> tuple[list[tuple[Any, ...]], set[tuple[str, int]]]:
+    """Attach an arrival listener that wants every queue but those of ``Ignored`` and maps for ``Maps``."""
+    heard: list[tuple[Any, ...]] = []
+    asked: set[tuple[str, int]] = set()
+
+    def wanted(topic: str, queue_id: int) -> bool:
+        asked.add((topic, queue_id))
+        return topic != "Ignored"
+
+    store.message_arriving_wanted = wanted
+    store.message_arriving_property_topics = frozenset({"Maps"})
+    store.message_arriving_listener = lambda t, q, o, tags, _ts, props: heard.append((t, q, o, tags, props))
+    return heard, asked
+
+
+def test_arrival_listener_hears_wanted_queues_with_property_maps_only_for_its_topics(tmp_path: Path) -> None:
+    """The arrival listener hears of every unit of the queues it wants, in queue order, with the record's
+    property map for the topics it asked maps for (None for the others, where the map was not read),
+    both live (single puts handed over, a batch put) and when the records are dispatched again from the file."""
+    store = MessageStore(small_config(tmp_path / "live"))
+    live = _listen(store)
+    with store:
+        for i in range(30):
+            props = {"TAGS": f"t{i % 3}", "KEYS": f"k{i}"}
+            assert store.put_message(Message("Heard", b"h%d" % i, 0, props), i % 2).ok
+            assert store.put_message(Message("Maps", b"m%d" % i, 0, props), 0).ok
+            assert store.put_message(Message("Ignored", b"i%d" % i, 0, props), 0).ok
+        assert store.put_messages([Message("Heard", b"b%d" % i, 0, {"TAGS": "tb"}) for i in range(20)], 1).ok
+        assert store.put_messages([Message("Maps", b"b%d" % i, 0, {"KEYS": f"b{i}"}) for i in range(20)], 0).ok
+        assert store.wait_dispatched()
+    shutil.copytree(tmp_path / "live", tmp_path / "file")
+    shutil.rmtree(tmp_path / "file" / "consumequeue")
+    shutil.rmtree(tmp_path / "file" / "index")
+    store = MessageStore(small_config(tmp_path / "file"))
+    again = _listen(store)
+    with store:
+        assert store.wait_dispatched()
+    for way, (heard, asked) in (("live", live), ("file", again)):
+        assert ("Ignored", 0) in asked and not [h for h in heard if h[0] == "Ignored"], way
+        for topic, queue_id, count in (("Heard", 0, 15), ("Heard", 1, 35), ("Maps", 0, 50)):
+            mine = [h for h in heard if h[:2] == (topic, queue_id)]
+            assert [h[2] for h in mine] == list(range(1, count + 1)), (way, topic, queue_id)  # in queue order
+        maps = [h[4] for h in heard if h[0] == "Maps"]
+        assert all(m is not None for m in maps), way
+        assert [m["KEYS"] for m in maps] == [f"k{i}" for i in range(30)] + [f"b{i}" for i in range(20)], way
+        codes = {h[3] for h in heard if h[:2] == ("Heard", 0)}
+        assert codes == {java_string_hash("t0"), java_string_hash("t2"), java_string_hash("t1")}, way
+    shutil.rmtree(tmp_path / "file" / "consumequeue")
+    shutil.rmtree(tmp_path / "file" / "index")
+    store = MessageStore(small_config(tmp_path / "file"))
+    bare, _ = _listen(store)
+    store.message_arriving_property_topics = frozenset()
+    with store:
+        assert store.wait_dispatched()
+    assert len(bare) == 100 and all(h[4] is None for h in bare)  # read back without maps: none parsed
 
 
 def test_records_without_keys_still_make_the_index_file(tmp_path: Path) -> None:

@@ -199,6 +199,8 @@ class BrokerController:
             self.schedule_message_service.start()
             self.timer_message_service.start()
             self.transactional_message_check_service.start()
+            self.store.message_arriving_wanted = self._arrival_wanted
+            self.store.message_arriving_property_topics = frozenset({TIMER_TOPIC})  # its due time
             self.store.message_arriving_listener = self._on_message_arriving
             self._loop_dispatcher = LoopDispatcher(self.store, asyncio.get_running_loop(),
                                                    self.pull_request_hold_service.drain_arrivals)  # fmt: skip
@@ -260,6 +262,7 @@ class BrokerController:
                 self._loop_dispatcher.uninstall()
                 self._loop_dispatcher = None
             self.store.message_arriving_listener = None
+            self.store.message_arriving_wanted = None
             await asyncio.to_thread(self.store.close)
         self._started = False
 
@@ -334,8 +337,15 @@ class BrokerController:
         if self._started and self._register_lock is not None:
             self._spawn(self.register_broker_all(), f"register after topic change {cfg.topic_name}")
 
+    def _arrival_wanted(self, topic: str, queue_id: int) -> bool:
+        """The store's ``message_arriving_wanted`` (dispatch thread): the delay and timer queues, and the queues
+        a pull is held on; the records of any other queue need not be told one by one."""
+        if topic in (RMQ_SYS_SCHEDULE_TOPIC, TIMER_TOPIC):
+            return True
+        return self.pull_request_hold_service.is_held_on(topic, queue_id)
+
     def _on_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
-                             store_timestamp: int, properties: dict[str, str]) -> None:  # fmt: skip
+                             store_timestamp: int, properties: dict[str, str] | None) -> None:  # fmt: skip
         """The store's arrival listener (dispatch thread): wake held pulls, and the delivery thread of a parked
         message when it is due before the time that thread sleeps until."""
         if topic == RMQ_SYS_SCHEDULE_TOPIC:

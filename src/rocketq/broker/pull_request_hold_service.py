@@ -89,6 +89,10 @@ class PullRequestHoldService:
     def build_key(topic: str, queue_id: int) -> str:
         return f"{topic}@{queue_id}"
 
+    def is_held_on(self, topic: str, queue_id: int) -> bool:
+        """Is a pull held on this queue? (Any thread: one dict lookup.)"""
+        return self.build_key(topic, queue_id) in self.pull_request_table
+
     @property
     def held_count(self) -> int:
         return sum(len(v) for v in self.pull_request_table.values())

@@ -22,7 +22,7 @@ import mmap
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from enum import Enum
 
 import numpy as np
@@ -553,7 +553,8 @@ class CommitLog:
                 if topic == RMQ_SYS_SCHEDULE_TOPIC:
                     tags_codes[i] = self._schedule_tags_code(delays[i], store_ts[i], tags_codes[i])
         return DispatchBatch(topics, run.queue_id.tolist(), run.phys, run.size, tags_codes, store_ts,
-                             run.queue_offset, keys, uniqs, run.sys_flag, run.prepared_offset, props_col)  # fmt: skip
+                             run.queue_offset, keys, uniqs, run.sys_flag, run.prepared_offset, props_col,
+                             has_properties=full_properties)  # fmt: skip
 
     def _hashed_batch(self, run: RecordRun, topics: list[str], store_ts: list[int],
                       found: PropertyValues) -> DispatchBatch:  # fmt: skip
@@ -579,14 +580,17 @@ class CommitLog:
         nothing: list[str | None] = [None] * n
         return DispatchBatch(topics, run.queue_id.tolist(), run.phys, run.size, tags_codes, store_ts,
                              run.queue_offset, nothing, nothing, run.sys_flag, run.prepared_offset,
-                             [empty_properties()] * n, index_keys=index_keys)  # fmt: skip
+                             [empty_properties()] * n, index_keys=index_keys, has_properties=False)  # fmt: skip
 
     def read_dispatch_batch(self, offset: int, stop: int, max_records: int, *,
-                            full_properties: bool) -> tuple[DispatchBatch | None, int]:  # fmt: skip
+                            full_properties: bool | Collection[str]) -> tuple[DispatchBatch | None, int]:  # fmt: skip
         """Records from *offset* (a record start) up to *stop* or the readable end of that file, at most
         *max_records*, for dispatch (no CRC; a record whose lengths disagree is walked over, as the
         reput does). Returns the batch (None when no record) and the offset after the records walked:
         the next file's start after a BLANK, *offset* itself when a bad record stops the walk.
+
+        *full_properties*, as for :meth:`dispatch_batch_of`; a collection of topics: only when a record of
+        one of them is among those read.
         """
         found = self.get_data(offset)
         if found is None:
@@ -602,7 +606,11 @@ class CommitLog:
         end = self.roll_next_file(base + run.end) if run.blank else base + run.end
         if not len(run):
             return None, end
-        return self.dispatch_batch_of(mm, run, self.topics_of(mm, run), full_properties=full_properties), end
+        topics = self.topics_of(mm, run)
+        if not isinstance(full_properties, bool):
+            wanted = full_properties
+            full_properties = bool(wanted) and any(t in wanted for t in (set(topics) if len(topics) > 8 else topics))
+        return self.dispatch_batch_of(mm, run, topics, full_properties=full_properties), end
 
     def scan(
         self, from_offset: int, check_crc: bool = False

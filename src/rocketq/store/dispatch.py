@@ -61,7 +61,7 @@ class DispatchBatch:
     the consume queues and the index alone come so, without a string per key.
     """
 
-    __slots__ = (*DispatchRequest._fields, "index_keys")
+    __slots__ = (*DispatchRequest._fields, "has_properties", "index_keys")
 
     topic: Sequence[str]
     queue_id: Sequence[int]
@@ -76,11 +76,13 @@ class DispatchBatch:
     prepared_transaction_offset: Sequence[int]
     properties: Sequence[dict[str, str]]
 
-    def __init__(self, *columns: Sequence[object],
-                 index_keys: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:  # fmt: skip
+    def __init__(self, *columns: Sequence[object], index_keys: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                 has_properties: bool = True) -> None:  # fmt: skip
+        """*has_properties* False: the ``properties`` column holds empty placeholders, not the records' maps."""
         for name, column in zip(DispatchRequest._fields, columns, strict=True):
             setattr(self, name, column)
         self.index_keys = index_keys
+        self.has_properties = has_properties
 
     @classmethod
     def from_rows(cls, rows: Sequence[tuple[object, ...]]) -> DispatchBatch:

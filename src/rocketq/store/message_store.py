@@ -40,6 +40,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -265,7 +266,7 @@ class ReputMessageService:
                     continue
             stop_at = rows[k][ROW_OFFSET] if k < n else end
             batch, new_offset = cl.read_dispatch_batch(offset, stop_at, DISPATCH_BATCH,  # type: ignore[arg-type]
-                                                       full_properties=store.message_arriving_listener is not None)
+                                                       full_properties=store.arrival_property_topics())
             if batch is not None:
                 dispatch_batch(batch)
             if new_offset == offset:
@@ -332,8 +333,14 @@ class MessageStore:
         self._uniq = UniqueIdGenerator(self.config.broker_ip1)
         self._good_topics: set[str] = set()
         self._checked_queues: dict[tuple[str, int], object] = {}
-        # Called after a record reaches its consume queue (long polling wake-up).
-        self.message_arriving_listener: Callable[[str, int, int, int, int, dict[str, str]], None] | None = None
+        # Called after a record reaches its consume queue (long polling wake-up), with the record's property
+        # map, or None where it was not read: records read back from the commit log come with their maps only
+        # for the topics of ``message_arriving_property_topics`` (parsing every record's properties was most of
+        # a broker's dispatch time). ``message_arriving_wanted(topic, queue_id)``, if set, says whether the
+        # listener wants to hear of a queue's records at all (asked once per queue and dispatch batch).
+        self.message_arriving_listener: Callable[[str, int, int, int, int, dict[str, str] | None], None] | None = None
+        self.message_arriving_wanted: Callable[[str, int], bool] | None = None
+        self.message_arriving_property_topics: frozenset[str] = frozenset()
         # Durability (issue 3): flags that refuse puts (disk full, tested in _validate), the
         # background services, and what recovery did.
         self.running_flags = RunningFlags()
@@ -670,7 +677,9 @@ class MessageStore:
             self.index_service.build_index(topic, phys, store_ts, sys_flag, uniq_key, keys)
         listener = self.message_arriving_listener
         if listener is not None and unit:
-            listener(topic, queue_id, queue_offset + 1, tags_code, store_ts, properties)
+            wanted = self.message_arriving_wanted
+            if wanted is None or wanted(topic, queue_id):
+                listener(topic, queue_id, queue_offset + 1, tags_code, store_ts, properties)
 
     def do_dispatch_rows(self, rows: list[tuple[object, ...]]) -> None:
         """:meth:`do_dispatch_batch` for rows (tuples in :class:`DispatchRequest` order)."""
@@ -723,11 +732,31 @@ class MessageStore:
                 index.build_index_batch(batch.topic, batch.commit_log_offset, batch.store_timestamp, batch.sys_flag,
                                         batch.uniq_key, batch.keys)  # fmt: skip
         listener = self.message_arriving_listener
-        if listener is not None:
-            for req in batch.requests():
-                if not req.sys_flag & TRANSACTION_PREPARED_TYPE:
-                    listener(req.topic, req.queue_id, req.consume_queue_offset + 1, req.tags_code,
-                             req.store_timestamp, req.properties)  # fmt: skip
+        if listener is not None and groups:
+            self._tell_arrivals(listener, batch, groups)
+
+    def arrival_property_topics(self) -> bool | frozenset[str]:
+        """What dispatch reads property maps for (``CommitLog.read_dispatch_batch``): nothing without a listener."""
+        if self.message_arriving_listener is None:
+            return False
+        return self.message_arriving_property_topics
+
+    def _tell_arrivals(self, listener: Callable[[str, int, int, int, int, dict[str, str] | None], None],
+                       batch: DispatchBatch, groups: list[tuple[str, int, np.ndarray]]) -> None:  # fmt: skip
+        """Tell the arrival listener of each unit of *batch*, queue by queue (commit-log order within a queue),
+        skipping whole the queues it does not want."""
+        wanted = self.message_arriving_wanted
+        columns: tuple[list[Any], ...] | None = None
+        for topic, queue_id, index in groups:
+            if wanted is not None and not wanted(topic, queue_id):
+                continue
+            if columns is None:
+                columns = tuple(c.tolist() if isinstance(c, np.ndarray) else list(c) for c in
+                                (batch.consume_queue_offset, batch.tags_code, batch.store_timestamp))  # fmt: skip
+            offsets, tags, stamps = columns
+            props = batch.properties if batch.has_properties else None
+            for i in index.tolist():
+                listener(topic, queue_id, offsets[i] + 1, tags[i], stamps[i], props[i] if props is not None else None)
 
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Block until every appended record is in its consume queue and the index."""
