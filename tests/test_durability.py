@@ -359,6 +359,56 @@ def test_flipped_bit_in_the_middle_keeps_the_longest_valid_prefix(tmp_path: Path
         assert store.query_message("Cor", "c150", 4).messages == []
 
 
+class _Killed(Exception):
+    """The process "dies" here."""
+
+
+class _DieAfterCopy:
+    """A mapping that takes the first slice assignment, then kills the put that made it (a SIGKILL right after
+    the record's bytes reached the page cache, before the put returned)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def __setitem__(self, key: slice, value: bytes) -> None:
+        self.real[key] = value
+        raise _Killed
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.real[key]
+
+    def __len__(self) -> int:
+        return len(self.real)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["single", "batch"])
+def test_a_record_is_whole_when_its_bytes_reach_the_file(tmp_path: Path, batch: bool) -> None:
+    """Killed right after a put copied its record into the mapped file, the process leaves a record that already
+    says its queue offset, physical offset and store time: what recovery after a crash reads is what it is (a
+    record that said offset 0 at offset 0 once came back as a stray unit in a kill test)."""
+    with MessageStore(small_config(tmp_path / "s")) as store:
+        for i in range(3):
+            assert store.put_message(Message("Torn", b"before %d" % i, 0, {}), 1).ok
+        mf = store.commit_log.mapped_file_queue.files[-1]
+        real, pos = mf.mm, mf.wrote_position
+        mf.mm = _DieAfterCopy(real)
+        try:
+            with pytest.raises(_Killed):
+                if batch:
+                    store.put_messages([Message("Torn", b"batch %d" % i, 0, {}) for i in range(2)], 1)
+                else:
+                    store.put_message(Message("Torn", b"torn", 0, {}), 1)
+        finally:
+            mf.mm = real
+        assert mf.wrote_position == pos  # the put never finished
+        torn = decode_record(real, pos, check_crc=True)
+        assert (torn.queue_id, torn.queue_offset, torn.commit_log_offset) == (1, 3, mf.file_from_offset + pos)
+        assert torn.store_timestamp >= store.commit_log.mapped_file_queue.files[0].store_timestamp > 0
+
+
 @pytest.mark.parametrize("abort", [False, True], ids=["normal", "abnormal"])
 def test_an_eight_byte_blank_at_the_end_of_a_file_is_read_over(tmp_path: Path, abort: bool) -> None:
     """A record that leaves exactly 8 bytes ends its file with the smallest BLANK (found by the kill tests)."""

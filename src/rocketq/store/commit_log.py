@@ -278,9 +278,10 @@ class CommitLog:
     def _put_one(self, msg: MessageExt) -> PutMessageResult:
         """Append one message: :meth:`_put` without its per-batch lists (the common put, kept short).
 
-        The record is encoded outside the lock; under it the bytes go into the last
-        file and the three append-time fields are packed in place, before the
-        write position moves (readers never see a record without them).
+        The record is encoded outside the lock; under it the three append-time
+        fields are packed into it and its bytes go into the last file, before the
+        write position moves (readers never see a record without them, nor does
+        recovery after a crash).
         """
         from_dict = msg.properties_bytes is None
         try:
@@ -308,10 +309,12 @@ class CommitLog:
             pos = mf.wrote_position
             phys = mf.file_from_offset + pos
             end = pos + total
-            mm = mf.mm
-            mm[pos:end] = data
-            _pack_offsets(mm, pos + QUEUE_OFFSET_POS, qo, phys)
-            _pack_i64(mm, pos + ts_pos, store_ts)
+            # The fields go in before the copy, as in a batch: a process killed between the two would leave a
+            # whole, CRC-valid record in the page cache that says queue offset 0 at physical offset 0, and
+            # recovery would take it for a record of those offsets.
+            _pack_offsets(data, QUEUE_OFFSET_POS, qo, phys)
+            _pack_i64(data, ts_pos, store_ts)
+            mf.mm[pos:end] = data
             msg.queue_offset, msg.commit_log_offset, msg.store_timestamp = qo, phys, store_ts
             rows = self.handoff
             if rows is not None and from_dict and len(rows) < HANDOFF_LIMIT:
