@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 
 from conftest import copy_store
+from rocketq.common.codec import join_batch_properties
 from rocketq.common.javacompat import (
+    decode_utf8_java,
     java_hashes_of_ranges,
     java_string_hash,
     java_string_hashes,
@@ -76,6 +78,10 @@ def fill(store: MessageStore, seed: int, ascii_only: bool) -> int:
             assert store.put_messages(batch, rng.randrange(4)).ok
             n += 5
             continue
+        if rng.random() < 0.15:
+            assert store.put_messages(broker_batch(store, topic, rng, other), rng.randrange(4)).ok
+            n += 4
+            continue
         if i % 37 == 5:
             props["DELAY"] = "3"
         msg = store.to_message_ext(Message(topic, rng.randbytes(rng.randrange(0, 3000)), 0, props), rng.randrange(4))
@@ -88,14 +94,39 @@ def fill(store: MessageStore, seed: int, ascii_only: bool) -> int:
     return n
 
 
+def broker_batch(store: MessageStore, topic: str, rng: random.Random, other: tuple[str, str]) -> list[MessageExt]:
+    """Records as the broker builds a batch send's: each entry's property bytes as the producer wrote them (any
+    order, a name twice, a trailing 0x02), then the batch's, with the map they read back as vouched for."""
+    batch_raw = f"CLUSTER\x01{store.config.broker_cluster_name}\x02TAGS\x01Batch".encode()
+    batch_props = string_to_properties(batch_raw.decode())
+    out = []
+    for j in range(4):
+        entry = rng.choice([
+            f"KEYS\x01bk{j} {other[1]}\x02UNIQ_KEY\x01{rng.randrange(1 << 60):016X}\x02KEYS\x01again{j}",
+            f"TAGS\x01{other[0]}\x02KEYS\x01only{j}\x02",
+            "",
+            "junk\x02\x01novalue\x02KEYS\x01x y",
+        ]).encode()
+        raw, props = join_batch_properties(entry, string_to_properties(entry.decode()), batch_raw, batch_props)
+        out.append(MessageExt(topic=topic, body=rng.randbytes(50), properties=props, queue_id=0,
+                              store_host=("127.0.0.1", 10911), properties_bytes=raw, properties_parsed=True))
+    return out
+
+
 @pytest.mark.parametrize("ascii_only", [True, False], ids=["ascii", "non-ascii"])
 def test_hand_off_file_and_per_record_dispatch_build_identical_files(tmp_path: Path, ascii_only: bool) -> None:
     """The same records dispatched three ways: rows handed over at put time, records read back
     from the commit log in batches (keys hashed from the bytes when the text is ASCII), and one
-    do_dispatch call per record."""
+    do_dispatch call per record. Records that keep their property bytes reach dispatch as rows only when
+    their map is vouched for (a broker's batch entries)."""
+    rows: list[tuple[Any, ...]] = []
     with MessageStore(small_config(tmp_path / "handoff")) as store:
-        fill(store, 1, ascii_only)
+        log = store.commit_log
+        make_row = log._row
+        log._row = lambda m, size: rows.append(make_row(m, size)) or rows[-1]  # type: ignore[method-assign]
+        total = fill(store, 1, ascii_only)
         assert store.wait_dispatched()
+    assert len(rows) == total  # every record was handed over, the broker's batch entries too
     for name in ("file", "each"):
         shutil.copytree(tmp_path / "handoff", tmp_path / name)
         shutil.rmtree(tmp_path / name / "consumequeue")
@@ -337,3 +368,19 @@ def test_walking_with_hints_visits_exactly_what_walking_record_by_record_visits(
                 assert np.array_equal(np.concatenate(seen), plain.pos)
                 assert (run.end, run.reason) == (plain.end, plain.reason)
         assert "CRC" in plain.reason and len(plain) > 100
+
+
+def test_joined_batch_properties_are_what_the_joined_bytes_read_back_as() -> None:
+    """The map a broker keeps for a batch entry (entry's map, then the batch's) is the map its stored bytes read
+    back as, names in the same order, for any bytes: separators anywhere, names twice, UTF-8 cut or malformed."""
+    rng = random.Random(7)
+    alphabet = [b"a", b"K", b"\x01", b"\x02", "\u00e9".encode(), "\u4e2d".encode(), b"\xe4", b"\xb8", b"\xf0\x9f",
+                b"\x80", b"TAGS", b"KEYS"]  # fmt: skip
+    for _ in range(3000):
+        entry = b"".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
+        batch = b"".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 8)))
+        raw, props = join_batch_properties(entry, string_to_properties(decode_utf8_java(entry)), batch,
+                                           string_to_properties(decode_utf8_java(batch)))  # fmt: skip
+        read = string_to_properties(decode_utf8_java(raw))
+        assert list(props.items()) == list(read.items()), (entry, batch)
+        assert raw.startswith(entry) and raw.endswith(batch)

@@ -38,8 +38,8 @@ from rocketq.broker.topic_validator import (
     is_writeable,
     validate_topic,
 )
-from rocketq.common.codec import CorruptRecordError, decode_batch_body
-from rocketq.common.javacompat import encode_utf8_java, hashmap_order
+from rocketq.common.codec import CorruptRecordError, decode_batch_body, join_batch_properties
+from rocketq.common.javacompat import decode_utf8_java, encode_utf8_java, hashmap_order
 from rocketq.common.message import (
     MULTI_TAGS_FLAG,
     PROPERTY_CLUSTER,
@@ -340,21 +340,19 @@ class SendMessageProcessor:
         batch_props = string_to_properties(header.properties or "")
         batch_props[PROPERTY_CLUSTER] = ctl.broker_config.broker_cluster_name
         batch_raw = encode_utf8_java(properties_to_string({k: batch_props[k] for k in hashmap_order(batch_props)}))
-        # What the stored string (entry's, then the batch's) reads back as, without reading each one again: the
-        # entry's properties (decode_batch_body read them), then the batch's, a later name winning.
-        batch_read = string_to_properties(batch_raw.decode("utf-8", "replace"))
+        batch_read = string_to_properties(decode_utf8_java(batch_raw))
         born_host = _peer(conn)
         store_host = ctl.store_host
         reconsume_times = header.reconsume_times or 0
         msgs: list[MessageExt] = []
         for item, raw in items:
-            if raw and batch_raw and not raw.endswith(b"\x02"):
-                raw += b"\x02"
-            raw += batch_raw
+            # The map is the one the stored bytes read back as: dispatch takes it (properties_parsed) instead of
+            # reading each record back.
+            raw, props = join_batch_properties(raw, item.properties, batch_raw, batch_read)
             msgs.append(MessageExt(
-                topic=topic, body=item.body, flag=item.flag, properties={**item.properties, **batch_read},
-                queue_id=queue_id, sys_flag=sys_flag, born_timestamp=header.born_timestamp, born_host=born_host,
-                store_host=store_host, reconsume_times=reconsume_times, properties_bytes=raw,
+                topic=topic, body=item.body, flag=item.flag, properties=props, queue_id=queue_id, sys_flag=sys_flag,
+                born_timestamp=header.born_timestamp, born_host=born_host, store_host=store_host,
+                reconsume_times=reconsume_times, properties_bytes=raw, properties_parsed=True,
             ))  # fmt: skip
         return self._answer(ctl.put_messages_now(msgs), request, queue_id, None)
 

@@ -167,10 +167,10 @@ class EncodedRecords:
     ``data`` holds the records in order with QUEUEOFFSET, PHYSICALOFFSET and
     STORETIMESTAMP zero; ``sizes`` are their TOTALSIZEs; ``ts_pos`` is where
     STORETIMESTAMP sits in each record; ``from_dict`` says whether each record's
-    property bytes were encoded from its message's ``properties`` (rather than
-    taken from its ``properties_bytes``). The append path fills the three fields
-    in (:func:`patch_record` does it for one record) and copies ``data`` into the
-    mapped file with one slice assignment.
+    message's ``properties`` is what its property bytes read back as (they were
+    encoded from it, or the message vouches for it: ``properties_parsed``). The
+    append path fills the three fields in (:func:`patch_record` does it for one
+    record) and copies ``data`` into the mapped file with one slice assignment.
     """
 
     __slots__ = ("data", "from_dict", "sizes", "total", "ts_pos")
@@ -240,7 +240,7 @@ def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> Enc
     ts_positions: list[int] = []
     from_dict: list[bool] = []
     for msg in msgs:
-        from_dict.append(msg.properties_bytes is None)
+        from_dict.append(msg.properties_bytes is None or msg.properties_parsed)
         parts += record_parts(msg, allow_v2=allow_v2)
         sizes.append(msg.store_size)
         ts_positions.append(68 if msg.sys_flag & BORNHOST_V6_FLAG else 56)
@@ -411,6 +411,20 @@ def encode_batch_body(messages: list[Message]) -> bytes:
         out += _I16.pack(len(props))
         out += props
     return bytes(out)
+
+
+def join_batch_properties(entry_raw: bytes, entry_props: dict[str, str], batch_raw: bytes,
+                          batch_props: dict[str, str]) -> tuple[bytes, dict[str, str]]:  # fmt: skip
+    """The stored property bytes of a batch entry (its own, then the batch's, as a 4.9 broker joins them) and the
+    map they read back as, without reading them again.
+
+    *entry_props* and *batch_props* are what *entry_raw* and *batch_raw* read back as. The map is exact: the 0x02
+    put between the two parts ends any UTF-8 sequence cut at the end of the entry's, so the parts decode apart as
+    they do together, and then the entry's names come first and a later name wins, as in one read.
+    """
+    if entry_raw and batch_raw and not entry_raw.endswith(b"\x02"):
+        entry_raw += b"\x02"
+    return entry_raw + batch_raw, {**entry_props, **batch_props}
 
 
 def decode_batch_body(data: bytes | bytearray | memoryview, topic: str) -> list[tuple[Message, bytes]]:

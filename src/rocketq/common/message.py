@@ -124,7 +124,10 @@ class MessageExt:
 
     ``properties_bytes`` holds the stored property string as it was on disk so
     that a decoded record re-encodes byte for byte; when it is None the string
-    is built from ``properties`` in dict order.
+    is built from ``properties`` in dict order. ``properties_parsed`` says that
+    ``properties`` is exactly the map those bytes read back as
+    (``string2messageProperties``), so that the append path may hand it to dispatch
+    instead of dispatch reading the record back; whoever sets it vouches for it.
     """
 
     topic: str
@@ -145,6 +148,7 @@ class MessageExt:
     body_crc: int = 0
     magic: int = 0
     properties_bytes: bytes | None = None
+    properties_parsed: bool = field(default=False, compare=False, repr=False)
 
     @property
     def tags(self) -> str | None:

@@ -283,7 +283,7 @@ class CommitLog:
         write position moves (readers never see a record without them, nor does
         recovery after a crash).
         """
-        from_dict = msg.properties_bytes is None
+        from_dict = msg.properties_bytes is None or msg.properties_parsed
         try:
             data = encode_one(msg)
         except ValueError as e:
