@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import os
 import platform
@@ -540,6 +541,15 @@ async def _send_delayed(namesrv: str, rate: float, seconds: float, start_at: flo
     return ok, len(results) - ok
 
 
+def _send_load(senders: int, load_args: argparse.Namespace, broker: str) -> dict[str, Any]:
+    """The send load of the lateness run (in a process of its own)."""
+    return measure("rocketq", "send", senders, load_args, broker, _nothing_stored)
+
+
+def _nothing_stored() -> int:
+    return 0
+
+
 def _delayed_sender_process(namesrv: str, rate: float, seconds: float, start_at: float, pipe: Any) -> None:
     """The delayed sends, in a process of their own so that the consumer's process only consumes."""
     pipe.send(asyncio.run(_send_delayed(namesrv, rate, seconds, start_at)))
@@ -572,8 +582,11 @@ async def _delay_lateness_run(args: argparse.Namespace, rq: RocketqServer) -> di
         await asyncio.sleep(2.0)  # the first rebalance assigns the queues
         longest = max(max(DELAY_LEVEL_MS.values()), TIMER_DELAY_MS[1]) / 1000.0
         load_args = argparse.Namespace(**{**vars(args), "seconds": LOAD_WARMUP_S + args.delay_seconds + longest})
-        load = asyncio.ensure_future(asyncio.to_thread(measure, "rocketq", "send", args.delay_load_senders,
-                                                       load_args, rq.broker, lambda: 0))  # fmt: skip
+        # The load's driver in a process of its own too, so that the consumer is alone in this one (a thread here
+        # shared its GIL: reading back the workers' latencies at the end of the load).
+        load_pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx)
+        load = asyncio.get_running_loop().run_in_executor(load_pool, _send_load, args.delay_load_senders, load_args,
+                                                          rq.broker)  # fmt: skip
         # The load's processes start and connect (about a second), then run LOAD_WARMUP_S before the delayed sends.
         sender = ctx.Process(target=_delayed_sender_process, args=(rq.namesrv, args.delay_rate, args.delay_seconds,
                              time.time() + 1.0 + LOAD_WARMUP_S, child_pipe), daemon=True)  # fmt: skip
@@ -589,7 +602,10 @@ async def _delay_lateness_run(args: argparse.Namespace, rq: RocketqServer) -> di
             await asyncio.to_thread(sender.join, 10)
             if sender.is_alive():
                 sender.kill()
-        load_row = await load
+        try:
+            load_row = await load
+        finally:
+            load_pool.shutdown()
         deadline = time.monotonic() + 15.0
         while len(received) < sent and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
