@@ -446,3 +446,23 @@ def test_arrival_listener_and_wait(tmp_path: Path) -> None:
         assert store.wait_dispatched()
         assert seen == [("Arrive", 1, n) for n in range(1, 6)]
         assert store.dispatch_behind_bytes() == 0
+
+
+def test_to_message_ext_keeps_a_producers_unique_key_and_makes_one_only_when_missing(tmp_path: Path) -> None:
+    """``UNIQ_KEY`` as the producer set it; the store's generator is used only for a message without one."""
+    with MessageStore(small_config(tmp_path / "s")) as store:
+        made: list[str] = []
+        generate = store._uniq.next_id
+
+        def counted() -> str:
+            made.append(generate())
+            return made[-1]
+
+        store._uniq.next_id = counted  # type: ignore[method-assign]
+        given = store.to_message_ext(Message("U", b"x", 0, {"UNIQ_KEY": "7F0000010001ABCD", "WAIT": "true"}), 0)
+        assert given.properties["UNIQ_KEY"] == "7F0000010001ABCD" and "WAIT" not in given.properties
+        assert made == []
+        missing = store.to_message_ext(Message("U", b"y", 0, {"TAGS": "t"}), 0)
+        assert made and missing.properties["UNIQ_KEY"] == made[0]
+        again = store.to_message_ext(Message("U", b"z", 0, {"TAGS": "t"}), 0)
+        assert list(missing.properties) == list(again.properties) and len(made) == 2

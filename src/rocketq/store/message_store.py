@@ -819,7 +819,8 @@ class MessageStore:
         props = dict(msg.properties)
         if not keep_wait:
             props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
-        props.setdefault(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self._uniq.next_id())
+        if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:  # not setdefault: an id is made only when wanted
+            props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._uniq.next_id()
         props[PROPERTY_CLUSTER] = self.config.broker_cluster_name
         ordered = {k: props[k] for k in hashmap_order(props)}
         return MessageExt(
