@@ -119,9 +119,16 @@ async def _rocketq_worker(spec: dict[str, Any], go: asyncio.Future[float]) -> di
     start = await go
     deadline = start + spec["seconds"]
 
+    # A paced load (``rate``, messages a second for the worker): each sender keeps to its share of the rate.
+    interval = spec["senders"] / spec["rate"] if spec.get("rate") else 0.0
+
     async def sender() -> None:
         nonlocal done, errors
+        next_at = time.monotonic()
         while time.time() < deadline:
+            if interval:
+                next_at += interval
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
             req, n = request()
             if mode == "oneway":
                 await conn.invoke_oneway(req)
@@ -421,8 +428,10 @@ def measure(system: str, mode: str, senders: int, args: argparse.Namespace, addr
             stored_fn: Any) -> dict[str, Any]:  # fmt: skip
     batch = args.batch if mode == "batch" else 1
     before = stored_fn() if mode == "oneway" else 0
+    rate = getattr(args, "load_rate", None)  # messages a second in all, or as fast as they go
     specs = [{"system": system, "mode": mode, "senders": n, "batch": batch, "addr": addr, "seconds": args.seconds,
-              "index": i} for i, n in enumerate(split(senders, args.procs))]  # fmt: skip
+              "index": i, "rate": rate * n / senders if rate else None}
+             for i, n in enumerate(split(senders, args.procs))]  # fmt: skip
     results = run_workers(specs, timeout=args.seconds + 120)
     start = min(r["start"] for r in results)
     end = max(r["end"] for r in results)
@@ -489,16 +498,17 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 # temporary directory, so that its figures do not depend on what the throughput section left in a store:
 #
 # 1. lateness under load: the `send` load above (worker processes, --delay-load-senders senders, as fast as they
-#    go) runs while a process of its own sends --delay-rate messages a second with delay level 1 or 2 (1 s, 2 s)
-#    and as many with TIMER_DELAY_MS 500..2500, and a push consumer alone in this process takes both topics (so
-#    that what is measured is the broker's delivery, not a consumer sharing its loop with a producer). The load
-#    starts 2 s before the delayed sends and lasts until the last of them is due. After the broker stops, its
-#    store is read back: the due time of a message is its parked record's store time + the level's delay; for a
-#    timer message its TIMER_OUT_MS, or the parked record's store time (TIMER_ENQUEUE_MS) if that is later (with
-#    --timer-precision-ms 1000, a 500 ms delay rounded down to the second can fall before the message is even
-#    stored: it is delivered at once, as 5.x does, and that is no lateness of the delivery). Broker lateness =
-#    the delivered copy's store time - due; consumer lateness = this process's clock when the listener gets the
-#    message - due (the same machine's clock). Target: consumer p99 < 100 ms.
+#    go, or paced at --delay-load-rate messages a second in all) runs while a process of its own sends
+#    --delay-rate messages a second with delay level 1 or 2 (1 s, 2 s) and as many with TIMER_DELAY_MS
+#    500..2500, and a push consumer alone in this process takes both topics (so that what is measured is the
+#    broker's delivery, not a consumer sharing its loop with a producer). The load starts 2 s before the delayed
+#    sends and lasts until the last of them is due. After the broker stops, its store is read back: the due time
+#    of a message is its parked record's store time + the level's delay; for a timer message its TIMER_OUT_MS, or
+#    the parked record's store time (TIMER_ENQUEUE_MS) if that is later (with --timer-precision-ms 1000, a 500 ms
+#    delay rounded down to the second can fall before the message is even stored: it is delivered at once, as
+#    5.x does, and that is no lateness of the delivery). Broker lateness = the delivered copy's store time - due;
+#    consumer lateness = this process's clock when the listener gets the message - due (the same machine's
+#    clock). Target: consumer p99 < 100 ms.
 # 2. transactional vs plain send: --tx-senders concurrent sends of the Python client for --delay-seconds each,
 #    Producer.send, then TransactionProducer.send_message_in_transaction (the local transaction commits at once:
 #    half message, END_TRANSACTION, committed copy and op record on the broker).
@@ -581,7 +591,8 @@ async def _delay_lateness_run(args: argparse.Namespace, rq: RocketqServer) -> di
     async with consumer:
         await asyncio.sleep(2.0)  # the first rebalance assigns the queues
         longest = max(max(DELAY_LEVEL_MS.values()), TIMER_DELAY_MS[1]) / 1000.0
-        load_args = argparse.Namespace(**{**vars(args), "seconds": LOAD_WARMUP_S + args.delay_seconds + longest})
+        load_args = argparse.Namespace(**{**vars(args), "seconds": LOAD_WARMUP_S + args.delay_seconds + longest,
+                                          "load_rate": args.delay_load_rate})  # fmt: skip
         # The load's driver in a process of its own too, so that the consumer is alone in this one (a thread here
         # shared its GIL: reading back the workers' latencies at the end of the load).
         load_pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx)
@@ -710,7 +721,7 @@ def run_delay_tx(args: argparse.Namespace) -> dict[str, Any]:
         lateness = _store_lateness(Path(tmp) / "store", run["received"])
     load = run["load"]
     return {"config": {"seconds": args.delay_seconds, "delay_rate": args.delay_rate, **conf,
-                       "timer_delay_ms": list(TIMER_DELAY_MS)},
+                       "timer_delay_ms": list(TIMER_DELAY_MS), "load_rate": args.delay_load_rate},
             "load": {k: load[k] for k in ("senders", "processes", "messages", "msgs_per_s", "p50_ms", "p99_ms",
                                           "errors")},
             "delayed_sent": run["sent"], "delayed_send_failed": run["failed"],
@@ -721,8 +732,11 @@ def run_delay_tx(args: argparse.Namespace) -> dict[str, Any]:
 
 def print_delay_tx(r: dict[str, Any]) -> None:
     load = r["load"]
+    paced = r["config"].get("load_rate")
+    pace = f"paced at {paced:,.0f} msg/s" if paced else "as fast as they go"
     print(f"\ndelayed-message lateness (ms after the due time) under a send load of {load['msgs_per_s']:,.0f} msg/s "
-          f"({load['senders']} senders, p99 {_fmt(load['p99_ms'], '.1f')} ms); {r['delayed_sent']} delayed sent "
+          f"({load['senders']} senders, {pace}, p99 {_fmt(load['p99_ms'], '.1f')} ms); {r['delayed_sent']} delayed "
+          "sent "
           f"({r['delayed_send_failed']} sends failed), "
           f"{r['delayed_consumed']} consumed; machine load average {r['machine_loadavg_1m']['before']:.1f} before, "
           f"{r['machine_loadavg_1m']['after']:.1f} after")  # fmt: skip
@@ -780,6 +794,8 @@ def main() -> int:
     ap.add_argument("--delay-rate", type=float, default=200.0,
                     help="delay-tx: delay-level sends a second, and as many timer sends (200)")
     ap.add_argument("--delay-load-senders", type=int, default=16, help="delay-tx: senders of the send load (16)")
+    ap.add_argument("--delay-load-rate", type=float, default=None,
+                    help="delay-tx: messages a second of the send load, in all (default: as fast as the senders go)")
     ap.add_argument("--tx-senders", type=int, default=32, help="delay-tx: concurrent plain/transactional sends (32)")
     ap.add_argument("--timer-precision-ms", type=int, default=1,
                     help="delay-tx: timerPrecisionMs (1; at 5.x's 1000 a second's timer messages come due at once)")
