@@ -8,12 +8,13 @@ import threading
 import time
 from pathlib import Path
 
-from broker_support import client_of, decode_records, props, pull_request, run, running_broker, send_v2
+from broker_support import client_of, decode_records, props, pull_request, run, running_broker, send_v2, settle
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.broker.expression_message_filter import ExpressionMessageFilter
 from rocketq.broker.loop_dispatch import ROUNDS_PER_TURN, LoopDispatcher
 from rocketq.broker.pull_request_hold_service import PullRequestHoldService, WakeReason
 from rocketq.common.heartbeat import SubscriptionData
+from rocketq.common.message import Message
 from rocketq.remoting.codes import ResponseCode
 
 
@@ -81,6 +82,41 @@ def test_a_delivered_delay_message_wakes_a_held_pull_without_the_reput_thread(tm
     run(scenario(), timeout=60)
 
 
+def test_the_reput_thread_leaves_a_steady_stream_to_the_loop_and_takes_over_a_stalled_one(tmp_path: Path) -> None:
+    """With the loop dispatching, the store's thread is its fallback only: records that wait for the loop's next
+    turn (a busy loop) are not taken from it, but records left waiting by a loop that stopped turning are."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker:
+            store = broker.store
+            reput = store.reput
+            assert reput is not None and reput.fallback_only
+            by_thread: list[int] = []
+            real = reput.do_reput
+
+            def watched(max_rounds: int | None = None) -> None:
+                if threading.current_thread() is reput._thread and reput.behind() > 0:
+                    by_thread.append(reput.reput_from_offset)
+                real(max_rounds)
+
+            reput.do_reput = watched  # type: ignore[method-assign]
+            for i in range(60):
+                assert store.put_message(Message("Steady", b"x%d" % i, 0, {}), 0).ok
+                time.sleep(0.02)  # a busy loop: the record waits 20 ms for the dispatch turn
+                await asyncio.sleep(0)
+            await settle(broker)
+            # Before, the thread found records at nearly every look (every 50 ms) and took them; a loop descheduled
+            # past a look on a loaded machine still lets it take a few.
+            assert len(by_thread) <= 3, by_thread
+            taken = len(by_thread)
+            assert store.put_message(Message("Steady", b"stalled", 0, {}), 0).ok
+            time.sleep(0.4)  # the loop stops turning: its dispatch turn cannot run
+            assert len(by_thread) > taken, "the thread did not take over"
+            assert store.get_max_offset_in_queue("Steady", 0) == 61
+
+    run(scenario())
+
+
 class _Reput:
     def __init__(self) -> None:
         self.calls: list[tuple[int | None, int]] = []
@@ -88,6 +124,9 @@ class _Reput:
     def dispatch_now(self, max_rounds: int | None = None) -> bool:
         self.calls.append((max_rounds, threading.get_ident()))
         return True
+
+    def wakeup(self) -> None:
+        pass
 
 
 class _CommitLog:

@@ -17,9 +17,11 @@ So the broker dispatches on its event loop (:class:`LoopDispatcher`, the commit 
   (``call_soon_threadsafe``, one for all the appends until it runs), so a delivery thread goes on to its next
   due message at once, and the copy reaches the held pull in one hand-over instead of two.
 
-The reput thread stays as the fallback: while another dispatcher is at work, or when a turn appended more than
-``ROUNDS_PER_TURN`` dispatch rounds of records, it takes the rest, and it still dispatches records nobody
-reported (recovery). Dispatch stays one at a time (:meth:`ReputMessageService.dispatch_now`), so the units of a
+The reput thread stays as the fallback (``ReputMessageService.fallback_only``): while another dispatcher is at
+work, or when a turn appended more than ``ROUNDS_PER_TURN`` dispatch rounds of records, it takes the rest, and it
+still dispatches records nobody reported (recovery) and records the loop left waiting for a look of the thread
+(50 ms); it no longer dispatches whatever it finds when it looks, which under a steady load was always something.
+Dispatch stays one at a time (:meth:`ReputMessageService.dispatch_now`), so the units of a
 queue are written in commit-log order whichever thread writes them.
 """
 
@@ -55,11 +57,18 @@ class LoopDispatcher:
 
     def install(self) -> None:
         self._store.commit_log.on_append = self.on_append
+        reput = self._store.reput
+        if reput is not None:
+            reput.fallback_only = True
 
     def uninstall(self) -> None:
         """Back to waking the reput thread (before the loop stops)."""
         if self._store.commit_log.on_append == self.on_append:
             self._store.commit_log.on_append = self._previous
+        reput = self._store.reput
+        if reput is not None:
+            reput.fallback_only = False
+            reput.wakeup()  # whatever was appended and not dispatched yet
 
     def on_append(self, end: int) -> None:
         """Any thread, after an append (outside the commit log's put lock): one dispatch on the loop pending."""

@@ -148,7 +148,15 @@ class ReputMessageService:
     """Follows the commit log and dispatches every record (``ReputMessageService``).
 
     One dispatcher at a time (``_dispatch_lock``): the thread, or an appender calling :meth:`dispatch_now`.
+    While another dispatcher is in charge (``fallback_only``: the broker dispatches on its event loop), the
+    thread dispatches only when woken (that dispatcher could not finish, or data became readable later) or when
+    records have waited with no progress for a look (``FALLBACK_LOOK_S``); otherwise, under a steady load, it
+    would find records every time it looked and dispatch them itself, taking the GIL from the dispatcher in
+    charge and sending its arrivals over to the loop.
     """
+
+    #: Seconds between the thread's looks at the log when nothing wakes it.
+    FALLBACK_LOOK_S = 0.05
 
     def __init__(self, store: MessageStore, reput_from_offset: int) -> None:
         self.store = store
@@ -160,6 +168,8 @@ class ReputMessageService:
         self._rows: list[tuple[object, ...]] = []  # hand-off rows taken but not dispatched yet
         self._sleeping = False
         self._dispatch_lock = threading.Lock()
+        #: Another dispatcher is in charge: the thread is only its fallback (class docstring).
+        self.fallback_only = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
@@ -176,11 +186,17 @@ class ReputMessageService:
 
     def _run(self) -> None:
         stuck = False  # the last round made no progress (say at a record that cannot be read)
+        seen = -1  # where dispatch stood at the last look, as a fallback
         while not self._stopped.is_set():
             # Say "asleep" before looking for work: an append after the look sees the flag and wakes us.
             self._sleeping = True
-            if stuck or self.behind() <= 0:
-                self._wake.wait(0.05)
+            if self.fallback_only:
+                if not self._wake.wait(self.FALLBACK_LOOK_S) and not stuck:
+                    offset, seen = seen, self.reput_from_offset
+                    if offset != seen or self.behind() <= 0:
+                        continue  # the dispatcher in charge is moving (or there is nothing to do)
+            elif stuck or self.behind() <= 0:
+                self._wake.wait(self.FALLBACK_LOOK_S)
             self._sleeping = False
             self._wake.clear()
             before = self.reput_from_offset
