@@ -11,7 +11,7 @@ from pathlib import Path
 from broker_support import client_of, decode_records, props, pull_request, run, running_broker, send_v2, settle
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.broker.expression_message_filter import ExpressionMessageFilter
-from rocketq.broker.loop_dispatch import ROUNDS_PER_TURN, LoopDispatcher
+from rocketq.broker.loop_dispatch import LOCK_WAIT_S, RECORDS_PER_TURN, LoopDispatcher
 from rocketq.broker.pull_request_hold_service import PullRequestHoldService, WakeReason
 from rocketq.common.heartbeat import SubscriptionData
 from rocketq.common.message import Message
@@ -94,10 +94,10 @@ def test_the_reput_thread_leaves_a_steady_stream_to_the_loop_and_takes_over_a_st
             by_thread: list[int] = []
             real = reput.do_reput
 
-            def watched(max_rounds: int | None = None) -> None:
+            def watched(budget: int | None = None, until: int | None = None) -> bool:
                 if threading.current_thread() is reput._thread and reput.behind() > 0:
                     by_thread.append(reput.reput_from_offset)
-                real(max_rounds)
+                return real(budget, until)
 
             reput.do_reput = watched  # type: ignore[method-assign]
             for i in range(60):
@@ -121,8 +121,9 @@ class _Reput:
     def __init__(self) -> None:
         self.calls: list[tuple[int | None, int]] = []
 
-    def dispatch_now(self, max_rounds: int | None = None) -> bool:
-        self.calls.append((max_rounds, threading.get_ident()))
+    def dispatch_now(self, budget: int | None = None, wait: float = 0.0) -> bool:
+        assert wait == LOCK_WAIT_S
+        self.calls.append((budget, threading.get_ident()))
         return True
 
     def wakeup(self) -> None:
@@ -149,7 +150,7 @@ def test_appends_of_a_loop_turn_and_of_other_threads_are_dispatched_once_on_the_
             dispatcher.on_append(end)
         assert store.reput.calls == []  # not inside the append: after the turn's appends
         await asyncio.sleep(0)
-        assert store.reput.calls == [(ROUNDS_PER_TURN, threading.get_ident())]
+        assert store.reput.calls == [(RECORDS_PER_TURN, threading.get_ident())]
         dispatcher.on_append(40)
         await asyncio.sleep(0)
         assert len(store.reput.calls) == 2
@@ -165,7 +166,7 @@ def test_appends_of_a_loop_turn_and_of_other_threads_are_dispatched_once_on_the_
             if len(store.reput.calls) == 3:
                 break
             await asyncio.sleep(0.01)
-        assert store.reput.calls[2:] == [(ROUNDS_PER_TURN, threading.get_ident())]
+        assert store.reput.calls[2:] == [(RECORDS_PER_TURN, threading.get_ident())]
         dispatcher.uninstall()
         assert store.commit_log.on_append is None
 

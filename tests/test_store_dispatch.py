@@ -22,6 +22,7 @@ from conftest import copy_store
 from rocketq.common.codec import join_batch_properties
 from rocketq.common.javacompat import (
     decode_utf8_java,
+    encode_utf8_java,
     java_hashes_of_ranges,
     java_string_hash,
     java_string_hashes,
@@ -32,6 +33,7 @@ from rocketq.common.message import (
     TRANSACTION_PREPARED_TYPE,
     Message,
     MessageExt,
+    properties_to_string,
     string_to_properties,
 )
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
@@ -82,6 +84,14 @@ def fill(store: MessageStore, seed: int, ascii_only: bool) -> int:
             assert store.put_messages(broker_batch(store, topic, rng, other), rng.randrange(4)).ok
             n += 4
             continue
+        if i % 29 == 7:  # bytes kept as they were, with names (and keys) the map does not have
+            text = properties_to_string({**props, "KEYS": f"kept{i} {other[1]}", "REAL_TOPIC": "Half"})
+            raw = encode_utf8_java(text)
+            kept = MessageExt(topic=topic, body=b"kept", properties=dict(props), queue_id=rng.randrange(4),
+                              store_host=("127.0.0.1", 10911), properties_bytes=raw)
+            assert store.put_message(kept).ok
+            n += 1
+            continue
         if i % 37 == 5:
             props["DELAY"] = "3"
         msg = store.to_message_ext(Message(topic, rng.randbytes(rng.randrange(0, 3000)), 0, props), rng.randrange(4))
@@ -117,13 +127,14 @@ def broker_batch(store: MessageStore, topic: str, rng: random.Random, other: tup
 def test_hand_off_file_and_per_record_dispatch_build_identical_files(tmp_path: Path, ascii_only: bool) -> None:
     """The same records dispatched three ways: rows handed over at put time, records read back
     from the commit log in batches (keys hashed from the bytes when the text is ASCII), and one
-    do_dispatch call per record. Records that keep their property bytes reach dispatch as rows only when
-    their map is vouched for (a broker's batch entries)."""
+    do_dispatch call per record. Records that keep their property bytes reach dispatch as rows too: with their
+    map when it is vouched for (a broker's batch entries), else with what their bytes read back as (a committed
+    transaction's copy, whose map leaves out names its bytes keep)."""
     rows: list[tuple[Any, ...]] = []
     with MessageStore(small_config(tmp_path / "handoff")) as store:
         log = store.commit_log
         make_row = log._row
-        log._row = lambda m, size: rows.append(make_row(m, size)) or rows[-1]  # type: ignore[method-assign]
+        log._row = lambda m, size, props: rows.append(make_row(m, size, props)) or rows[-1]  # type: ignore[method-assign]
         total = fill(store, 1, ascii_only)
         assert store.wait_dispatched()
     assert len(rows) == total  # every record was handed over, the broker's batch entries too

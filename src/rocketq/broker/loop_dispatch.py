@@ -17,10 +17,14 @@ So the broker dispatches on its event loop (:class:`LoopDispatcher`, the commit 
   (``call_soon_threadsafe``, one for all the appends until it runs), so a delivery thread goes on to its next
   due message at once, and the copy reaches the held pull in one hand-over instead of two.
 
-The reput thread stays as the fallback (``ReputMessageService.fallback_only``): while another dispatcher is at
-work, or when a turn appended more than ``ROUNDS_PER_TURN`` dispatch rounds of records, it takes the rest, and it
-still dispatches records nobody reported (recovery) and records the loop left waiting for a look of the thread
-(50 ms); it no longer dispatches whatever it finds when it looks, which under a steady load was always something.
+The reput thread stays as the fallback (``ReputMessageService.fallback_only``): when a turn appended more than
+``RECORDS_PER_TURN`` records it takes the rest, and it still dispatches records nobody reported (recovery) and
+records the loop left waiting for a look of the thread (50 ms); it no longer dispatches whatever it finds when it
+looks, which under a steady load was always something. A pass of the thread goes only as far as the end of the log
+when it began. When a turn finds the thread dispatching, it waits a moment (``LOCK_WAIT_S``, the GIL released) and
+otherwise tries again in the next turn. Before, it woke the thread to take its records too: under load that kept
+the thread at work, chasing the loop's appends with the GIL the loop held, and kept the loop from dispatching; the
+copies of delayed messages then waited 40-240 ms (p50-p99) between being stored and being dispatched.
 Dispatch stays one at a time (:meth:`ReputMessageService.dispatch_now`), so the units of a
 queue are written in commit-log order whichever thread writes them.
 """
@@ -35,10 +39,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rocketq.store.message_store import MessageStore
 
-__all__ = ["ROUNDS_PER_TURN", "LoopDispatcher"]
+__all__ = ["LOCK_WAIT_S", "RECORDS_PER_TURN", "LoopDispatcher"]
 
-#: Dispatch rounds (of up to ``DISPATCH_BATCH`` records) one loop turn does at most; the reput thread takes the rest.
-ROUNDS_PER_TURN = 2
+#: Records one loop turn dispatches at most; the reput thread takes the rest.
+RECORDS_PER_TURN = 2048
+#: How long a turn waits for the reput thread to finish its pass before it tries again in a later turn. The wait
+#: lets that thread have the GIL; it dispatches up to the end it saw when it began, so its pass is short.
+LOCK_WAIT_S = 0.002
 
 
 class LoopDispatcher:
@@ -91,7 +98,10 @@ class LoopDispatcher:
     def _dispatch_turn(self) -> None:
         self._scheduled = False
         reput = self._store.reput
-        if reput is not None:
-            reput.dispatch_now(ROUNDS_PER_TURN)
+        if reput is not None and not reput.dispatch_now(RECORDS_PER_TURN, LOCK_WAIT_S) and not self._scheduled:
+            # The thread is dispatching, maybe not as far as this turn's appends: again in the next turn (waking
+            # the thread instead kept it at work, with the lock, while this loop held the GIL).
+            self._scheduled = True
+            self._loop.call_soon(self._dispatch_turn)
         if self._after_dispatch is not None:
             self._after_dispatch()

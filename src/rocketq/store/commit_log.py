@@ -174,6 +174,17 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _stored_properties(msg: MessageExt) -> dict[str, str]:
+    """The property map a record of *msg* reads back as: its dict when the string is encoded from it (or was parsed
+    into it), else the parse of the bytes it carries (kept byte for byte: a delivered delay copy, a committed
+    transaction, a send-back). Parsing them here, one string, costs a few µs; reading records back from the file
+    costs numpy's fixed cost per call, paid for every run of such records among the handed-over ones."""
+    raw = msg.properties_bytes
+    if raw is None or msg.properties_parsed:
+        return msg.properties
+    return string_to_properties(decode_utf8_java(raw)) if raw else {}
+
+
 class CommitLog:
     def __init__(self, config: MessageStoreConfig, *, read_only: bool = False) -> None:
         self.config = config
@@ -283,7 +294,8 @@ class CommitLog:
         write position moves (readers never see a record without them, nor does
         recovery after a crash).
         """
-        from_dict = msg.properties_bytes is None or msg.properties_parsed
+        # The row's map is worked out here, outside the lock (only while someone takes the rows).
+        row_props = _stored_properties(msg) if self.handoff is not None else None
         try:
             data = encode_one(msg)
         except ValueError as e:
@@ -317,8 +329,8 @@ class CommitLog:
             mf.mm[pos:end] = data
             msg.queue_offset, msg.commit_log_offset, msg.store_timestamp = qo, phys, store_ts
             rows = self.handoff
-            if rows is not None and from_dict and len(rows) < HANDOFF_LIMIT:
-                rows.append(self._row(msg, total))
+            if rows is not None and row_props is not None and len(rows) < HANDOFF_LIMIT:
+                rows.append(self._row(msg, total, row_props))
             mf.wrote_position = mf.committed_position = end
             mf.store_timestamp = store_ts
             if step:
@@ -347,6 +359,7 @@ class CommitLog:
             return refused
         first = msgs[0]
         key = f"{first.topic}-{first.queue_id}"
+        row_props = list(map(_stored_properties, msgs)) if self.handoff is not None else None
         # PREPARED and ROLLBACK records take queue offset 0 and do not advance the queue.
         step = 0 if first.sys_flag & TRANSACTION_PREPARED_TYPE else 1
         files = self.mapped_file_queue.files
@@ -361,18 +374,18 @@ class CommitLog:
             pos = mf.wrote_position
             phys = wrote_offset = mf.file_from_offset + pos
             rows = self.handoff
-            if rows is not None and len(rows) >= HANDOFF_LIMIT:
-                rows = None  # the reput service is far behind: it parses these records
+            if rows is not None and (row_props is None or len(rows) >= HANDOFF_LIMIT):
+                rows = None  # the reput service is far behind (or just came): it parses these records
             row = self._row
             data = enc.data
             rel = 0  # where the record starts in data
             # One pass: each record's append-time fields, its message's offsets, its dispatch row.
-            for m, size, ts_pos, from_dict in zip(msgs, enc.sizes, enc.ts_pos, enc.from_dict, strict=True):
+            for i, (m, size, ts_pos) in enumerate(zip(msgs, enc.sizes, enc.ts_pos, strict=True)):
                 _pack_offsets(data, rel + QUEUE_OFFSET_POS, qo, phys)
                 _pack_i64(data, rel + ts_pos, store_ts)
                 m.queue_offset, m.commit_log_offset, m.store_timestamp = qo, phys, store_ts
-                if rows is not None and from_dict:
-                    rows.append(row(m, size))
+                if rows is not None:
+                    rows.append(row(m, size, row_props[i]))  # type: ignore[index]
                 rel += size
                 phys += size
                 qo += step
@@ -407,13 +420,11 @@ class CommitLog:
             mf = mfq.get_last_mapped_file(0)
         return mf
 
-    def _row(self, m: MessageExt, size: int) -> tuple[object, ...]:
-        """The dispatch row of a record just appended, from the message in hand.
-
-        Identical to what parsing the record back gives (the properties were
-        encoded from this very dict), so dispatch can skip that parse.
+    def _row(self, m: MessageExt, size: int, props: dict[str, str]) -> tuple[object, ...]:
+        """The dispatch row of a record just appended, from the message in hand and *props*, the map its
+        property string reads back as (:func:`_stored_properties`): identical to what reading the record back
+        gives, so dispatch can skip that read.
         """
-        props = m.properties
         tags = props.get(PROPERTY_TAGS)
         code = self._tag_code(tags) if tags else 0
         if m.topic == RMQ_SYS_SCHEDULE_TOPIC:

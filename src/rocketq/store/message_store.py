@@ -200,39 +200,43 @@ class ReputMessageService:
             self._sleeping = False
             self._wake.clear()
             before = self.reput_from_offset
+            # As a fallback, up to the end seen now only: chasing the appends of a busy dispatcher in charge (with
+            # the GIL that dispatcher's thread holds) kept the lock from it for hundreds of ms at a time.
+            until = self.store.commit_log.get_max_offset() if self.fallback_only else None
             try:
                 with self._dispatch_lock:
-                    self.do_reput()
+                    self.do_reput(until=until)
             except Exception:  # pragma: no cover - a dispatcher bug must not kill the thread silently
                 _log.exception("dispatch failed at %d", self.reput_from_offset)
                 time.sleep(0.1)
             stuck = self.reput_from_offset == before
 
-    def dispatch_now(self, max_rounds: int | None = None) -> bool:
-        """Dispatch what is appended in the caller's thread, now; False when another dispatcher is at work.
+    def dispatch_now(self, budget: int | None = None, wait: float = 0.0) -> bool:
+        """Dispatch what is appended in the caller's thread, now; False when another dispatcher is at work (the
+        lock was not free within *wait* seconds): the caller tries again later.
 
         For an appender that wants its records in their queues (and their waiters woken) before it goes on,
-        without handing over to the thread and back. Whatever is left (another dispatcher was at work, more than
-        *max_rounds* rounds of ``DISPATCH_BATCH`` records were behind, an error, logged) the thread takes.
+        without handing over to the thread and back. At most *budget* records: when more are behind (or a record
+        cannot be read, or dispatch fails, logged), the thread is woken to take the rest.
         """
-        if not self._dispatch_lock.acquire(blocking=False):
-            self.wakeup()  # the other dispatcher may be past its last look at the end of the log
+        lock = self._dispatch_lock
+        if not (lock.acquire(timeout=wait) if wait > 0 else lock.acquire(blocking=False)):
             return False
         try:
-            self.do_reput(max_rounds)
-            if max_rounds is not None and self.behind() > 0:
+            if not self.do_reput(budget):
                 self.wakeup()
         except Exception:
             _log.exception("dispatch failed at %d", self.reput_from_offset)
             self.wakeup()
-            return False
         finally:
-            self._dispatch_lock.release()
+            lock.release()
         return True
 
-    def do_reput(self, max_rounds: int | None = None) -> None:
-        """Dispatch from ``reput_from_offset`` up to the readable end of the commit log (or for *max_rounds*
-        rounds of at most ``DISPATCH_BATCH`` records).
+    def do_reput(self, budget: int | None = None, until: int | None = None) -> bool:
+        """Dispatch from ``reput_from_offset`` up to the readable end of the commit log, or *until* that offset
+        (a record boundary), in rounds of at most ``DISPATCH_BATCH`` records and *budget* records in all. True when
+        it got to the end it aimed at, False when it stopped short (out of budget, at a record it cannot read, or
+        stopping).
 
         Records just appended come as rows from the hand-off (:meth:`CommitLog.take_handoff`),
         used only while each is the record at exactly the offset reached and ends within
@@ -246,16 +250,20 @@ class ReputMessageService:
         rows = self._rows
         k = 0  # rows[:k] are done
         stopped = self._stopped
-        rounds = -1 if max_rounds is None else max_rounds
-        while not stopped.is_set() and rounds:
-            rounds -= 1
+        left = -1 if budget is None else budget  # records this call may still dispatch; negative: no limit
+        caught_up = False
+        while not stopped.is_set() and left:
             min_offset = cl.get_min_offset()
             if min_offset > self.reput_from_offset:
                 self.reput_from_offset = min_offset
             offset = self.reput_from_offset
             end = cl.get_max_offset()
+            if until is not None and until < end:
+                end = until
             if offset >= end:
+                caught_up = True
                 break
+            most = DISPATCH_BATCH if left < 0 else min(left, DISPATCH_BATCH)
             new = cl.take_handoff()
             if new:
                 rows = rows[k:] + new if k < len(rows) else new
@@ -265,7 +273,7 @@ class ReputMessageService:
             if k < n and rows[k][ROW_OFFSET] < offset:  # type: ignore[operator]
                 k = bisect.bisect_left(rows, offset, lo=k, key=_row_offset)
             if k < n and rows[k][ROW_OFFSET] == offset:
-                chunk = rows[k : k + DISPATCH_BATCH]
+                chunk = rows[k : k + most]
                 # Use the rows while they follow each other and lie within the readable data.
                 offsets = np.fromiter(map(_row_offset, chunk), dtype=np.int64, count=len(chunk))
                 ends = np.fromiter(map(_row_size, chunk), dtype=np.int64, count=len(chunk)).cumsum() + offset
@@ -279,18 +287,21 @@ class ReputMessageService:
                     k += count
                     dispatch_rows(chunk)
                     self.reput_from_offset = int(ends[count - 1])
+                    left -= count
                     continue
-            stop_at = rows[k][ROW_OFFSET] if k < n else end
-            batch, new_offset = cl.read_dispatch_batch(offset, stop_at, DISPATCH_BATCH,  # type: ignore[arg-type]
+            stop_at = rows[k][ROW_OFFSET] if k < n and rows[k][ROW_OFFSET] < end else end
+            batch, new_offset = cl.read_dispatch_batch(offset, stop_at, most,  # type: ignore[arg-type]
                                                        full_properties=store.arrival_property_topics())
             if batch is not None:
                 dispatch_batch(batch)
+                left -= len(batch.topic)
             if new_offset == offset:
                 break  # a record that cannot be read: stop this round, as RocketMQ does
             self.reput_from_offset = new_offset
         self._rows = rows[k:]
         with self._caught_up:
             self._caught_up.notify_all()
+        return caught_up
 
     def wait_caught_up(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
