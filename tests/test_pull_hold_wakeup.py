@@ -16,6 +16,8 @@ from rocketq.broker.pull_request_hold_service import PullRequestHoldService, Wak
 from rocketq.common.heartbeat import SubscriptionData
 from rocketq.common.message import Message
 from rocketq.remoting.codes import ResponseCode
+from rocketq.store.message_store import MessageStore, ReputMessageService
+from rocketq.store.store_config import MessageStoreConfig
 
 
 def _stop_reput_thread(broker: BrokerController) -> None:
@@ -120,10 +122,14 @@ def test_the_reput_thread_leaves_a_steady_stream_to_the_loop_and_takes_over_a_st
 class _Reput:
     def __init__(self) -> None:
         self.calls: list[tuple[int | None, int]] = []
+        self.busy = 0  # calls still to find the lock taken (the thread dispatching)
 
     def dispatch_now(self, budget: int | None = None, wait: float = 0.0) -> bool:
         assert wait == LOCK_WAIT_S
         self.calls.append((budget, threading.get_ident()))
+        if self.busy:
+            self.busy -= 1
+            return False
         return True
 
     def wakeup(self) -> None:
@@ -171,6 +177,42 @@ def test_appends_of_a_loop_turn_and_of_other_threads_are_dispatched_once_on_the_
         assert store.commit_log.on_append is None
 
     run(scenario())
+
+
+def test_a_turn_that_finds_the_thread_dispatching_tries_again_in_the_next_turns() -> None:
+    """Not by waking the thread to take its records: under load that kept the thread at work, with the lock."""
+
+    async def scenario() -> None:
+        store = _Store()
+        dispatcher = LoopDispatcher(store, asyncio.get_running_loop())  # type: ignore[arg-type]
+        dispatcher.install()
+        store.reput.busy = 2
+        dispatcher.on_append(10)
+        for expected in (1, 2, 3):  # one try a turn, with no append to ask for it, until the lock is had
+            await asyncio.sleep(0)
+            assert len(store.reput.calls) == expected
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert len(store.reput.calls) == 3  # then nothing more
+        dispatcher.uninstall()
+
+    run(scenario())
+
+
+def test_a_pass_of_the_reput_thread_stops_at_the_end_it_was_given(tmp_path: Path) -> None:
+    config = MessageStoreConfig(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=1 << 20)
+    with MessageStore(config, dispatch=False) as store:
+        for i in range(10):
+            assert store.put_message(Message("Bounded", b"m%d" % i, 0, {}), 0).ok
+        reput = ReputMessageService(store, 0)
+        fourth = store.commit_log.get_max_offset() * 4 // 10  # every record is the same size
+        assert reput.do_reput(until=fourth)
+        assert reput.reput_from_offset == fourth
+        assert store.get_max_offset_in_queue("Bounded", 0) == 4
+        assert not reput.do_reput(budget=3)  # out of budget before the end
+        assert store.get_max_offset_in_queue("Bounded", 0) == 7
+        assert reput.do_reput()
+        assert store.get_max_offset_in_queue("Bounded", 0) == 10
 
 
 class _Conn:
