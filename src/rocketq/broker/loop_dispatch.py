@@ -79,6 +79,9 @@ class LoopDispatcher:
 
     def on_append(self, end: int) -> None:
         """Any thread, after an append (outside the commit log's put lock): one dispatch on the loop pending."""
+        self._schedule()
+
+    def _schedule(self) -> None:
         if self._scheduled:
             # Set before the pending dispatch began, so that dispatch will see this append (it clears the flag
             # before it looks at the end of the log).
@@ -98,10 +101,9 @@ class LoopDispatcher:
     def _dispatch_turn(self) -> None:
         self._scheduled = False
         reput = self._store.reput
-        if reput is not None and not reput.dispatch_now(RECORDS_PER_TURN, LOCK_WAIT_S) and not self._scheduled:
-            # The thread is dispatching, maybe not as far as this turn's appends: again in the next turn (waking
-            # the thread instead kept it at work, with the lock, while this loop held the GIL).
-            self._scheduled = True
-            self._loop.call_soon(self._dispatch_turn)
+        if reput is not None and not reput.dispatch_now(RECORDS_PER_TURN, LOCK_WAIT_S):
+            # The thread is dispatching, maybe not as far as this turn's appends: again in the next turn, as an
+            # append asks (waking the thread instead kept it at work, with the lock, while this loop held the GIL).
+            self._schedule()
         if self._after_dispatch is not None:
             self._after_dispatch()

@@ -166,20 +166,16 @@ class EncodedRecords:
 
     ``data`` holds the records in order with QUEUEOFFSET, PHYSICALOFFSET and
     STORETIMESTAMP zero; ``sizes`` are their TOTALSIZEs; ``ts_pos`` is where
-    STORETIMESTAMP sits in each record; ``from_dict`` says whether each record's
-    message's ``properties`` is what its property bytes read back as (they were
-    encoded from it, or the message vouches for it: ``properties_parsed``). The
-    append path fills the three fields in (:func:`patch_record` does it for one
+    STORETIMESTAMP sits in each record. The append path fills the three fields in (:func:`patch_record` does it for one
     record) and copies ``data`` into the mapped file with one slice assignment.
     """
 
-    __slots__ = ("data", "from_dict", "sizes", "total", "ts_pos")
+    __slots__ = ("data", "sizes", "total", "ts_pos")
 
-    def __init__(self, data: bytearray, sizes: list[int], ts_pos: list[int], from_dict: list[bool]) -> None:
+    def __init__(self, data: bytearray, sizes: list[int], ts_pos: list[int]) -> None:
         self.data = data
         self.sizes = sizes
         self.ts_pos = ts_pos
-        self.from_dict = from_dict
         self.total = len(data)
 
 
@@ -238,13 +234,11 @@ def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> Enc
     parts: list[bytes] = []
     sizes: list[int] = []
     ts_positions: list[int] = []
-    from_dict: list[bool] = []
     for msg in msgs:
-        from_dict.append(msg.properties_bytes is None or msg.properties_parsed)
         parts += record_parts(msg, allow_v2=allow_v2)
         sizes.append(msg.store_size)
         ts_positions.append(68 if msg.sys_flag & BORNHOST_V6_FLAG else 56)
-    return EncodedRecords(_EMPTY.join(parts), sizes, ts_positions, from_dict)
+    return EncodedRecords(_EMPTY.join(parts), sizes, ts_positions)
 
 
 def encode_record(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:

@@ -294,7 +294,8 @@ class CommitLog:
         write position moves (readers never see a record without them, nor does
         recovery after a crash).
         """
-        # The row's map is worked out here, outside the lock (only while someone takes the rows).
+        # The row's map is worked out here, outside the lock (only while someone takes the rows), and before
+        # encoding, which leaves the message with property bytes.
         row_props = _stored_properties(msg) if self.handoff is not None else None
         try:
             data = encode_one(msg)
@@ -349,6 +350,8 @@ class CommitLog:
         """
         if len(msgs) == 1:
             return self._put_one(msgs[0])
+        # Before encoding, which leaves every message with property bytes: a map is not parsed back from its own.
+        row_props = list(map(_stored_properties, msgs)) if self.handoff is not None else None
         try:
             enc = encode_records(msgs)
         except ValueError as e:
@@ -359,7 +362,6 @@ class CommitLog:
             return refused
         first = msgs[0]
         key = f"{first.topic}-{first.queue_id}"
-        row_props = list(map(_stored_properties, msgs)) if self.handoff is not None else None
         # PREPARED and ROLLBACK records take queue offset 0 and do not advance the queue.
         step = 0 if first.sys_flag & TRANSACTION_PREPARED_TYPE else 1
         files = self.mapped_file_queue.files

@@ -220,7 +220,7 @@ class ReputMessageService:
         cannot be read, or dispatch fails, logged), the thread is woken to take the rest.
         """
         lock = self._dispatch_lock
-        if not (lock.acquire(timeout=wait) if wait > 0 else lock.acquire(blocking=False)):
+        if not lock.acquire(timeout=wait):  # 0: one try
             return False
         try:
             if not self.do_reput(budget):
