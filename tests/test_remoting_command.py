@@ -280,11 +280,15 @@ def test_foreign_json_headers_ali_ons_order_and_defaults() -> None:
     assert decode_json_header(b'{"language":9}').language == LanguageCode.GO
     assert decode_json_header(b'{"code":"105","opaque":"7"}').code == 105
     assert decode_json_header(b'{"code":1,"unknown":{"x":[1]}}').code == 1
+    # Whitespace around the object, and fastjson's bare names: past the standard scanner, the lenient parser.
+    assert decode_json_header(b' {"code":2}\r\n ').code == 2
+    assert decode_json_header(b'{code:3,extFields:{a:1}}').ext_fields == {"a": "1"}
 
 
 @pytest.mark.parametrize(
     "header",
-    [b"not json", b"[1,2]", b'{"code":"abc"}', b'{"code":true}', b'{"extFields":[1]}', b'{"code":1'],
+    [b"not json", b"[1,2]", b'{"code":"abc"}', b'{"code":true}', b'{"extFields":[1]}', b'{"code":1',
+     b'{"code":1} x', b'{"code":1}{}'],
 )
 def test_bad_json_headers(header: bytes) -> None:
     with pytest.raises(FrameError):
@@ -517,7 +521,7 @@ def test_json_header_escapes_like_fastjson_whichever_way_it_is_written() -> None
                 '"flag":0,"language":"JAVA","opaque":1,"remark":"tab\\there","serializeTypeCurrentRPC":"JSON",'
                 f'"version":{CURRENT_VERSION}}}').encode()  # fmt: skip
     assert encode_json_header(cmd) == expected == _encode_json_header_escaping(cmd)
-    plain = create_request(10, {"k": "v\x01w"}, opaque=2)  # \u0001 is the same either way: the C encoder's output
+    plain = create_request(10, {"k": "v\x01w"}, opaque=2)  # a control character: the escaping way
     assert encode_json_header(plain) == _encode_json_header_escaping(plain)
     assert b'"k":"v\\u0001w"' in encode_json_header(plain)
 

@@ -51,7 +51,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from rocketq.broker.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC
-from rocketq.common.javacompat import encode_utf8_java, hashmap_order
+from rocketq.common.javacompat import encode_utf8_java, hashmap_ordered
 from rocketq.common.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, MessageExt, properties_to_string
 from rocketq.store.commit_log import PutMessageStatus
 
@@ -92,7 +92,7 @@ def restore_real_message(parked: MessageExt, *, add: Mapping[str, str] | None = 
     raw = parked.properties_bytes
     if add:
         props.update(add)
-        props = {k: props[k] for k in hashmap_order(props)}
+        props = hashmap_ordered(props)
         raw = encode_utf8_java(properties_to_string(props))
     topic = props.get(PROPERTY_REAL_TOPIC, parked.topic)
     try:

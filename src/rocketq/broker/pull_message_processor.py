@@ -45,7 +45,7 @@ from rocketq.broker.protocol import (
 from rocketq.broker.pull_request_hold_service import WakeReason
 from rocketq.broker.topic_validator import RMQ_SYS_OFFSET_MOVED_EVENT, is_readable
 from rocketq.common.heartbeat import MessageModel, SubscriptionData, build_subscription_data
-from rocketq.common.javacompat import hashmap_order
+from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import MessageExt
 from rocketq.common.mixall import MASTER_ID
 from rocketq.remoting.codes import ResponseCode
@@ -219,7 +219,7 @@ class PullMessageProcessor:
             host = parse_address(ctl.broker_config.broker_addr)
             props = {"TAGS": group, "DELAY": "0", "KEYS": group}
             msg = MessageExt(topic=RMQ_SYS_OFFSET_MOVED_EVENT, body=encode_body(event),
-                             properties={k: props[k] for k in hashmap_order(props)}, queue_id=0,
+                             properties=hashmap_ordered(props), queue_id=0,
                              born_timestamp=time.time_ns() // 1_000_000, born_host=host, store_host=host)  # fmt: skip
             ctl.put_message_nowait(msg)
         except Exception:

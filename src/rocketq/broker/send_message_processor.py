@@ -39,7 +39,7 @@ from rocketq.broker.topic_validator import (
     validate_topic,
 )
 from rocketq.common.codec import CorruptRecordError, decode_batch_body, join_batch_properties
-from rocketq.common.javacompat import decode_utf8_java, encode_utf8_java, hashmap_order
+from rocketq.common.javacompat import decode_utf8_java, encode_utf8_java, hashmap_ordered
 from rocketq.common.message import (
     MULTI_TAGS_FLAG,
     PROPERTY_CLUSTER,
@@ -53,12 +53,11 @@ from rocketq.common.message import (
     PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
-    Message,
     MessageExt,
     properties_to_string,
     string_to_properties,
 )
-from rocketq.remoting.codes import MQVersion, RequestCode, ResponseCode
+from rocketq.remoting.codes import FLAG_RESPONSE, MQVersion, RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for, parse_bool
 from rocketq.remoting.transport import RemotingConnection, parse_address
 from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
@@ -75,7 +74,7 @@ Reply: TypeAlias = "RemotingCommand | Awaitable[RemotingCommand | None] | None"
 PROPERTY_POP_CK = "POP_CK"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class SendMessageRequestHeader:
     """``SendMessageRequestHeader`` (long names; the V2 one-letter header is mapped onto it)."""
 
@@ -294,19 +293,18 @@ class SendMessageProcessor:
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
-        transactional = parse_bool(props.get(PROPERTY_TRANSACTION_PREPARED, "false")) and not (
-            reconsume_times > 0 and _delay_level(props) > 0)
+        delayed = PROPERTY_DELAY_TIME_LEVEL in props and _delay_level(props) > 0
+        transactional = PROPERTY_TRANSACTION_PREPARED in props and parse_bool(props[PROPERTY_TRANSACTION_PREPARED]) \
+            and not (reconsume_times > 0 and delayed)  # fmt: skip
         if transactional and ctl.broker_config.reject_transaction_message:
             return self._fail(request, ResponseCode.NO_PERMISSION,
                               f"the broker[{ctl.broker_config.broker_ip1}] sending transaction message is "
                               "forbidden")  # fmt: skip
         # Java drops WAIT from the stored properties, except where it re-encodes the property map later:
         # delayed messages (the schedule rewrite) and half messages.
-        keep_wait = transactional or _delay_level(props) > 0
-        msg = ctl.store.to_message_ext(Message(topic, request.body or b"", header.flag, props), queue_id,
-                                       born_host=_peer(conn), born_timestamp=header.born_timestamp,
-                                       sys_flag=sys_flag, keep_wait=keep_wait)  # fmt: skip
-        msg.reconsume_times = reconsume_times
+        msg = ctl.store.message_ext_of(topic, request.body or b"", header.flag, props, queue_id, born_host=_peer(conn),
+                                       born_timestamp=header.born_timestamp, sys_flag=sys_flag,
+                                       keep_wait=transactional or delayed, reconsume_times=reconsume_times)  # fmt: skip
         if transactional:
             msg = _half_message(msg)
         put = ctl.put_message_now(msg)
@@ -339,7 +337,7 @@ class SendMessageProcessor:
         # The batch's own properties (the header's, plus CLUSTER) follow each entry's properties.
         batch_props = string_to_properties(header.properties or "")
         batch_props[PROPERTY_CLUSTER] = ctl.broker_config.broker_cluster_name
-        batch_raw = encode_utf8_java(properties_to_string({k: batch_props[k] for k in hashmap_order(batch_props)}))
+        batch_raw = encode_utf8_java(properties_to_string(hashmap_ordered(batch_props)))
         batch_read = string_to_properties(decode_utf8_java(batch_raw))
         born_host = _peer(conn)
         store_host = ctl.store_host
@@ -377,12 +375,14 @@ class SendMessageProcessor:
             self.controller.stats.on_put(result.msg_num)
             return None  # nobody reads the answer to a one-way send: do not build it
         if code is not None:
-            ext = {"queueId": queue_id, **self._response_ext(), "msgId": result.msg_id,
-                   "queueOffset": result.logics_offset}  # fmt: skip
+            c = self.controller.broker_config
+            # The extFields as text already (in the order Java's HashMap writes them): nothing left to convert.
+            ext = {"queueId": str(queue_id), "MSG_REGION": c.region_id, "TRACE_ON": "true" if c.trace_on else "false",
+                   "msgId": result.msg_id, "queueOffset": str(result.logics_offset)}  # fmt: skip
             if transaction_id:
                 ext["transactionId"] = transaction_id
             self.controller.stats.on_put(result.msg_num)
-            return make_response_for(request, code, ext_fields=ext)
+            return RemotingCommand(code, opaque=request.opaque, flag=FLAG_RESPONSE, ext_fields=ext)
         code, remark = self.put_failure(status, result.error)
         log.warning("put failed: %s (%s)", status.value, result.error)
         return self._fail(request, code, remark)
@@ -463,7 +463,7 @@ class SendMessageProcessor:
         props[PROPERTY_ORIGIN_MESSAGE_ID] = original.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or original.msg_id
         msg = MessageExt(
             topic=new_topic, body=original.body, flag=original.flag,
-            properties={k: props[k] for k in hashmap_order(props)}, queue_id=queue_id, sys_flag=original.sys_flag,
+            properties=hashmap_ordered(props), queue_id=queue_id, sys_flag=original.sys_flag,
             born_timestamp=original.born_timestamp, born_host=original.born_host, store_host=original.store_host,
             reconsume_times=original.reconsume_times + 1,
         )  # fmt: skip
@@ -478,7 +478,7 @@ def _half_message(msg: MessageExt) -> MessageExt:
     props = dict(msg.properties)
     props[PROPERTY_REAL_TOPIC] = msg.topic
     props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    msg.properties = {k: props[k] for k in hashmap_order(props)}
+    msg.properties = hashmap_ordered(props)
     msg.properties_bytes = None
     msg.sys_flag &= ~TRANSACTION_MASK
     msg.topic = RMQ_SYS_TRANS_HALF_TOPIC

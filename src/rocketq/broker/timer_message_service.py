@@ -69,7 +69,7 @@ from rocketq.broker.delayed_delivery import (
     restore_real_message,
 )
 from rocketq.broker.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
-from rocketq.common.javacompat import hashmap_order
+from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -167,7 +167,7 @@ def transform_timer_message(msg: MessageExt, *, enabled: bool = True, max_delay_
     new[PROPERTY_TIMER_OUT_MS] = str(deliver_ms)
     new[PROPERTY_REAL_TOPIC] = msg.topic
     new[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    msg.properties = {k: new[k] for k in hashmap_order(new)}
+    msg.properties = hashmap_ordered(new)
     msg.properties_bytes = None
     msg.topic = TIMER_TOPIC
     msg.queue_id = 0

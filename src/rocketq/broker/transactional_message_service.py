@@ -41,7 +41,7 @@ from rocketq.broker.topic_validator import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
 )
 from rocketq.common.codec import decode_record
-from rocketq.common.javacompat import encode_utf8_java, hashmap_order
+from rocketq.common.javacompat import encode_utf8_java, hashmap_ordered
 from rocketq.common.message import (
     PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
     PROPERTY_TAGS,
@@ -83,7 +83,7 @@ def _java_long(value: str | None) -> int:
 
 def with_properties(msg: MessageExt, props: dict[str, str]) -> None:
     """Give *msg* a new property map, in Java ``HashMap`` order, and the string built from it."""
-    ordered = {k: props[k] for k in hashmap_order(props)}
+    ordered = hashmap_ordered(props)
     msg.properties = ordered
     msg.properties_bytes = encode_utf8_java(properties_to_string(ordered))
 
@@ -205,7 +205,7 @@ class TransactionalMessageService:
         op = MessageExt(topic=RMQ_SYS_TRANS_OP_HALF_TOPIC, body=str(half.queue_offset).encode(), queue_id=half.queue_id,
                         born_timestamp=_now_ms(), born_host=host, store_host=host)  # fmt: skip
         props = {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_WAIT_STORE_MSG_OK: "true"}
-        op.properties = {k: props[k] for k in hashmap_order(props)}
+        op.properties = hashmap_ordered(props)
         result = await ctl.put_message(op)
         if result.status is not PutMessageStatus.PUT_OK:
             log.error("Transaction op message write failed. half offset %d, queueId %d: %s", half.queue_offset,

@@ -6,7 +6,7 @@
   (§2.2).
 - ``hashmap_order``: the iteration order of a ``java.util.HashMap`` built by
   inserting names in a given order, used to store property strings
-  byte-identically to a Java broker (§3.5.4).
+  byte-identically to a Java broker (§3.5.4); ``hashmap_ordered`` re-orders a map so.
 - ``decode_utf8_java``: UTF-8 decoding with U+FFFD for malformed input, as
   Java's decoder does.
 - ``java_string_hashes`` / ``java_string_hashes_after``: ``String.hashCode``
@@ -18,10 +18,12 @@ from __future__ import annotations
 import functools
 import zlib
 from collections.abc import Iterable
+from typing import TypeVar
 
 import numpy as np
 
 _MASK32 = 0xFFFFFFFF
+_V = TypeVar("_V")
 
 
 def java_string_hash(s: str) -> int:
@@ -71,6 +73,16 @@ def hashmap_order(names: Iterable[str], initial_capacity: int = 16) -> list[str]
     then by insertion order within a bucket (resizing preserves that order).
     """
     return list(_hashmap_order(tuple(dict.fromkeys(names)), initial_capacity))
+
+
+def hashmap_ordered(mapping: dict[str, _V]) -> dict[str, _V]:
+    """*mapping* (in insertion order) re-ordered as a Java ``HashMap`` of its entries iterates
+    (:func:`hashmap_order`); *mapping* itself when that is its order already."""
+    names = tuple(mapping)
+    order = _hashmap_order(names, 16)
+    if order == names:
+        return mapping
+    return {k: mapping[k] for k in order}
 
 
 # Property and header name sets repeat (every message of a producer has the same ones): most calls are a lookup.

@@ -40,7 +40,7 @@ import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from rocketq.common.errors import RocketqError
 
@@ -298,6 +298,8 @@ class _Parser:
 
 # One decoder for every call (json.loads with options would build a new one each time).
 _STANDARD = json.JSONDecoder(strict=False, parse_constant=_reject_constant)
+#: The standard-JSON decoder ``loads`` tries first (its ``scan_once`` parses one value at an index).
+STANDARD_DECODER: Final = _STANDARD
 
 
 def loads(data: str | bytes | bytearray | memoryview) -> Any:

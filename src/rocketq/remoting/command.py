@@ -39,12 +39,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import itertools
-import json
 import re
 import struct
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, TypeVar, overload
 
 from rocketq.common import json_compat
@@ -555,41 +554,10 @@ def _quoted_key(key: object) -> str:
     return text
 
 
-# The C encoder of the standard library writes a header of string members exactly as fastjson does, except for
-# the characters fastjson escapes and it does not (U+007F..U+009F, U+2028, U+2029) and the hex case of a control
-# character's escape (\u001f, fastjson \u001F): a header with either goes the careful way.
-_C_ENCODE_DIFFERS = re.compile("[\x7f-\x9f\u2028\u2029]|\\\\u00[01][a-f]")
-_HEX_LETTER_ESCAPE = re.compile("\\\\u00[01][a-f]")
-
-
-def _not_json(value: object) -> object:
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def _make_c_encode() -> Callable[[object], str]:
-    """The standard library's C encoder made once (``JSONEncoder.encode`` makes one a call), or the encoder."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
-    encoder = make(None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True)
-
-    def encode(doc: object) -> str:
-        return "".join(encoder(doc, 0))
-
-    return encode
-
-
-_C_ENCODE = _make_c_encode()
-
-
-def _c_encoding_matches(text: str) -> bool:
-    """Whether the C encoder's ``text`` is what fastjson writes (see ``_C_ENCODE_DIFFERS``)."""
-    if text.isascii():  # the usual case, two substring scans: DEL, or an escape with hex letters
-        return "\x7f" not in text and ("\\u00" not in text or _HEX_LETTER_ESCAPE.search(text) is None)
-    return _C_ENCODE_DIFFERS.search(text) is None
-
-
-_STR_ONLY: Final = frozenset({str})
+# What fastjson escapes in a string: the quote, the backslash, control characters, U+007F..U+009F, U+2028 and
+# U+2029. A header whose strings hold none of them (every header a client or rocketq writes in practice) is its
+# members written as they are.
+_JSON_ESCAPED = re.compile("[\"\\\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _language_names: dict[object, str] = {}
 
 
@@ -597,27 +565,32 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     """The JSON header fastjson writes for ``cmd``: members sorted, nulls left out, extFields as strings."""
     ext = cmd.ext_fields
     remark = cmd.remark
-    # Every header rocketq writes has string keys and values (``_ext_dict`` makes them so): one C call writes it.
-    if (ext is None or (set(map(type, ext.values())) <= _STR_ONLY and set(map(type, ext)) <= _STR_ONLY)) and \
-            (remark is None or type(remark) is str):  # fmt: skip
-        language = _language_names.get(cmd.language)
-        if language is None:
-            language = _language_names[cmd.language] = LanguageCode.parse(cmd.language).name
-        doc: dict[str, object] = {"code": int(cmd.code)}
-        if ext is not None:
-            doc["extFields"] = ext
-        doc["flag"] = int(cmd.flag)
-        doc["language"] = language
-        doc["opaque"] = int(cmd.opaque)
+    try:
+        # Raises TypeError unless every key, value and the remark is a string (as ``_ext_dict`` makes them).
+        text = "".join(ext) + "".join(ext.values()) if ext else ""
         if remark is not None:
-            doc["remark"] = remark
-        # serializeTypeCurrentRPC is a bean property that leaks into Java's JSON; every reader ignores it.
-        doc["serializeTypeCurrentRPC"] = "JSON"
-        doc["version"] = int(cmd.version)
-        text = _C_ENCODE(doc)
-        if _c_encoding_matches(text):
-            return encode_utf8_java(text)
-    return _encode_json_header_escaping(cmd)
+            text += remark
+    except TypeError:
+        text = None
+    if text is None or _JSON_ESCAPED.search(text) is not None:
+        return _encode_json_header_escaping(cmd)
+    language = _language_names.get(cmd.language)
+    if language is None:
+        language = _language_names[cmd.language] = LanguageCode.parse(cmd.language).name
+    code, flag, opaque, version = cmd.code, cmd.flag, cmd.opaque, cmd.version
+    if type(code) is not int or type(flag) is not int or type(opaque) is not int or type(version) is not int:
+        code, flag, opaque, version = int(code), int(flag), int(opaque), int(version)
+    if ext is None:
+        members = ""
+    elif ext:
+        members = ',"extFields":{"' + '","'.join(map('":"'.join, ext.items())) + '"}'
+    else:
+        members = ',"extFields":{}'
+    # serializeTypeCurrentRPC is a bean property that leaks into Java's JSON; every reader ignores it.
+    text = (f'{{"code":{code}{members},"flag":{flag},"language":"{language}","opaque":{opaque}'
+            + ("" if remark is None else f',"remark":"{remark}"')
+            + f',"serializeTypeCurrentRPC":"JSON","version":{version}}}')  # fmt: skip
+    return text.encode() if text.isascii() else encode_utf8_java(text)
 
 
 def _encode_json_header_escaping(cmd: RemotingCommand) -> bytes:
@@ -679,19 +652,39 @@ def _language(value: object) -> LanguageCode:
     return known if known is not None else LanguageCode.parse(value)
 
 
+_SCAN_JSON: Final = json_compat.STANDARD_DECODER.scan_once
+
+
+def _all_str(mapping: dict[Any, Any]) -> bool:
+    """Whether every key and value of *mapping* is a ``str`` (two joins in C, which refuse anything else)."""
+    try:
+        "".join(mapping)
+        "".join(mapping.values())
+    except TypeError:
+        return False
+    return True
+
+
 def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     """Parse a JSON header as tolerantly as spec §3.1 asks: any member order, unknown or missing members,
     trailing whitespace, any ``language``, non-string ``extFields`` values coerced to their text."""
+    text = str(data, "utf-8", "replace")
     try:
-        obj = json_compat.loads(str(data, "utf-8", "replace"))
-    except json_compat.JsonDecodeError as exc:
-        raise FrameError(f"bad JSON header: {exc}") from None
-    if not isinstance(obj, dict):
+        # Standard JSON with nothing after it (every header a client writes): the C scanner alone.
+        obj, end = _SCAN_JSON(text, 0)
+        if end != len(text) and not text[end:].isspace():
+            raise ValueError("more after the header")
+    except (StopIteration, ValueError, RecursionError):
+        try:
+            obj = json_compat.loads(text)
+        except json_compat.JsonDecodeError as exc:
+            raise FrameError(f"bad JSON header: {exc}") from None
+    if type(obj) is not dict:
         raise FrameError(f"JSON header is not an object: {type(obj).__name__}")
     remark = obj.get("remark")
     ext = obj.get("extFields")
     ext_fields: dict[str, str] | None = None
-    if type(ext) is dict and all(type(v) is str for v in ext.values()) and all(type(k) is str for k in ext):
+    if type(ext) is dict and _all_str(ext):
         ext_fields = ext  # what every client sends: string keys and values, taken as they are
     elif isinstance(ext, Mapping):
         ext_fields = {}

@@ -308,7 +308,9 @@ class RemotingConnection(asyncio.Protocol):
             return
         try:
             result = processor(self, request)
-            if inspect.iscoroutine(result):
+            if result is None or type(result) is RemotingCommand:
+                pass  # the usual answer, at once: no awaitable to look for
+            elif inspect.iscoroutine(result):
                 try:
                     yielded = result.send(None)
                 except StopIteration as stop:

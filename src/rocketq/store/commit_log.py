@@ -43,7 +43,7 @@ from rocketq.common.codec import (
     read_size_and_magic,
     store_timestamp_pos,
 )
-from rocketq.common.javacompat import decode_utf8_java, hashmap_order, java_hashes_of_ranges, java_string_hash
+from rocketq.common.javacompat import decode_utf8_java, hashmap_ordered, java_hashes_of_ranges, java_string_hash
 from rocketq.common.message import (
     BORNHOST_V6_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -248,7 +248,7 @@ class CommitLog:
         props = dict(msg.properties)
         props[PROPERTY_REAL_TOPIC] = msg.topic
         props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-        msg.properties = {k: props[k] for k in hashmap_order(props)}
+        msg.properties = hashmap_ordered(props)
         msg.properties_bytes = None
         msg.topic = RMQ_SYS_SCHEDULE_TOPIC
         msg.queue_id = level - 1

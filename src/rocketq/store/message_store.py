@@ -46,7 +46,7 @@ import numpy as np
 
 from rocketq.common.codec import decode_record, read_size_and_magic
 from rocketq.common.errors import CorruptRecordError, StoreError
-from rocketq.common.javacompat import hashmap_order
+from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import (
     PROPERTY_CLUSTER,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -843,17 +843,25 @@ class MessageStore:
         Properties are ordered as a 4.9 broker's ``HashMap`` holds them, and ``WAIT``
         is dropped as that broker drops it (unless *keep_wait*: a stored copy being replayed).
         """
-        props = dict(msg.properties)
+        return self.message_ext_of(msg.topic, msg.body, msg.flag, dict(msg.properties), queue_id,
+                                   born_host=born_host, born_timestamp=born_timestamp, sys_flag=sys_flag,
+                                   keep_wait=keep_wait)  # fmt: skip
+
+    def message_ext_of(self, topic: str, body: bytes, flag: int, props: dict[str, str], queue_id: int, *,
+                       born_host: HostPort | None = None, born_timestamp: int | None = None, sys_flag: int = 0,
+                       keep_wait: bool = False, reconsume_times: int = 0) -> MessageExt:  # fmt: skip
+        """:meth:`to_message_ext` of a message's parts, taking *props* over (it is changed: the caller's own map,
+        as a send's freshly parsed properties are, spares a copy)."""
         if not keep_wait:
             props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
         if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:  # not setdefault: an id is made only when wanted
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._uniq.next_id()
         props[PROPERTY_CLUSTER] = self.config.broker_cluster_name
-        ordered = {k: props[k] for k in hashmap_order(props)}
+        store_host = self.config.store_host
         return MessageExt(
-            topic=msg.topic, body=msg.body, flag=msg.flag, properties=ordered, queue_id=queue_id,
-            sys_flag=sys_flag, born_timestamp=now_ms() if born_timestamp is None else born_timestamp,
-            born_host=born_host or self.config.store_host, store_host=self.config.store_host,
+            topic, body, flag, hashmap_ordered(props), queue_id, sys_flag,
+            now_ms() if born_timestamp is None else born_timestamp, born_host or store_host, 0, store_host,
+            reconsume_times,
         )  # fmt: skip
 
     def _validate(self, topic: str, queue_id: int, msgs: Sequence[MessageExt]) -> PutMessageResult | None:
