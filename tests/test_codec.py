@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketq.common.codec import (
     BLANK_MAGIC_CODE,
@@ -61,6 +63,22 @@ def test_property_decoding_rules() -> None:
     assert string_to_properties(s) == {"a": "c", "ok": "v\x01w"}
     assert string_to_properties("") == {}
     assert string_to_properties("k\x01v") == {"k": "v"}
+
+
+def _java_string_to_properties(s: str) -> dict[str, str]:
+    """``string2messageProperties`` read plainly: split at 0x02, each item at its first 0x01, keep an item
+    whose name and value are both non-empty, a later name winning."""
+    props: dict[str, str] = {}
+    for item in s.split("\x02"):
+        name, sep, value = item.partition("\x01")
+        if sep and name and value:
+            props[name] = value
+    return props
+
+
+@given(st.text(alphabet="ab\x01\x02é", max_size=24))
+def test_property_decoding_matches_the_plain_reading(s: str) -> None:
+    assert string_to_properties(s) == _java_string_to_properties(s)
 
 
 SPEC_RECORD = bytes.fromhex(

@@ -127,15 +127,16 @@ def _parse_v2_fast(f: dict[str, str]) -> SendMessageRequestHeader | None:
                 (props is not None and type(props) is not str):  # fmt: skip
             return None
         j, k, l_, m = f.get("j"), f.get("k"), f.get("l"), f.get("m")
+        texts = (f["d"], f["e"], f["f"], f["h"], "0" if j is None else j, "0" if l_ is None else l_)
+        # The small numbers first, by one lookup each in C; _canonical_int for anything else.
+        ints = tuple(map(_SMALL_INTS.get, texts))
+        if None in ints:
+            ints = tuple(_canonical_int(t, _INT_MAX) for t in texts)
+        queue_nums, queue_id, sys_flag, flag, reconsume, max_reconsume = ints
         return SendMessageRequestHeader(
-            producer_group=group, topic=topic, default_topic=default_topic,
-            default_topic_queue_nums=_canonical_int(f["d"], _INT_MAX), queue_id=_canonical_int(f["e"], _INT_MAX),
-            sys_flag=_canonical_int(f["f"], _INT_MAX), born_timestamp=_canonical_int(f["g"], _LONG_MAX),
-            flag=_canonical_int(f["h"], _INT_MAX), properties=props,
-            reconsume_times=None if j is None else _canonical_int(j, _INT_MAX),
-            unit_mode=False if k is None else parse_bool(k),
-            max_reconsume_times=None if l_ is None else _canonical_int(l_, _INT_MAX),
-            batch=False if m is None else parse_bool(m),
+            group, topic, default_topic, queue_nums, queue_id, sys_flag, _canonical_int(f["g"], _LONG_MAX), flag, props,
+            None if j is None else reconsume, False if k is None else parse_bool(k),
+            None if l_ is None else max_reconsume, False if m is None else parse_bool(m),
         )  # fmt: skip
     except (KeyError, ValueError, TypeError, AttributeError):
         return None

@@ -126,13 +126,17 @@ def deliver_time_of(props: dict[str, str], now: int) -> int | None:
     return None
 
 
+#: The properties that ask for a due time.
+_DUE_TIME_PROPERTIES = frozenset({PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS,
+                                  PROPERTY_START_DELIVER_TIME})  # fmt: skip
+
+
 def transform_timer_message(msg: MessageExt, *, enabled: bool = True, max_delay_sec: int = 3 * 86400,
                             precision_ms: int = 1000, now: int | None = None) -> PutMessageResult | None:  # fmt: skip
     """``HookUtils.handleScheduleMessage``'s timer part: park *msg* in the timer topic when it asks for a due
     time (it is changed in place); a result when it must be refused, else None."""
     props = msg.properties
-    if not (PROPERTY_TIMER_DELIVER_MS in props or PROPERTY_TIMER_DELAY_SEC in props
-            or PROPERTY_TIMER_DELAY_MS in props or PROPERTY_START_DELIVER_TIME in props):  # fmt: skip
+    if _DUE_TIME_PROPERTIES.isdisjoint(props):
         return None  # the common case, first
     if transaction_type(msg.sys_flag) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
         return None
@@ -298,6 +302,8 @@ class TimerMessageService(DelayedDeliveryService):
         return len(self._heap)
 
     def transform(self, msg: MessageExt) -> PutMessageResult | None:
+        if _DUE_TIME_PROPERTIES.isdisjoint(msg.properties):
+            return None  # no due time asked for: most messages, spared the call below
         c = self.controller.broker_config
         return transform_timer_message(msg, enabled=c.timer_wheel_enable, max_delay_sec=c.timer_max_delay_sec,
                                        precision_ms=c.timer_precision_ms)  # fmt: skip

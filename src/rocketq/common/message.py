@@ -8,6 +8,7 @@ module only holds the fields and the property-string rules (store-format §3.5).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -86,15 +87,11 @@ def string_to_properties(s: str) -> dict[str, str]:
     A segment needs a non-empty name and value; anything else is dropped, and a
     later duplicate name wins.
     """
-    props: dict[str, str] = {}
-    if not s:
-        return props
-    for seg in s.split("\x02"):
-        if len(seg) >= 3:
-            k = seg.find("\x01")
-            if 0 < k < len(seg) - 1:
-                props[seg[:k]] = seg[k + 1 :]
-    return props
+    # One regex pass in C: a segment is a name (no separator) then 0x01 then a value (which may hold 0x01).
+    return dict(_PROPERTY_SEGMENT.findall(s)) if s else {}
+
+
+_PROPERTY_SEGMENT = re.compile("(?:^|\x02)([^\x01\x02]+)\x01([^\x02]+)")
 
 
 HostPort = tuple[str, int]

@@ -151,6 +151,9 @@ class PutMessageResult:
 
     @property
     def msg_id(self) -> str:
+        records = self._records
+        if self._ids is None and records is not None and len(records) == 1:  # one record: no list, no join
+            return offset_message_id(*records[0])
         return ",".join(self.msg_ids)
 
     @msg_id.setter
