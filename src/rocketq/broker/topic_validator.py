@@ -112,8 +112,21 @@ def is_sys_consumer_group(group: str) -> bool:
     return group.startswith(CID_RMQ_SYS_PREFIX)
 
 
+#: Topics found legal (a broker sees few distinct names; bounded): checked again at the cost of a lookup.
+_LEGAL_TOPICS: set[str] = set()
+
+
 def validate_topic(topic: str | None) -> Problem | None:
     """``validateTopic``: not blank, legal characters only, at most 127 characters."""
+    if topic in _LEGAL_TOPICS:
+        return None
+    problem = _topic_problem(topic)
+    if problem is None and len(_LEGAL_TOPICS) < 65536:
+        _LEGAL_TOPICS.add(topic)  # type: ignore[arg-type]
+    return problem
+
+
+def _topic_problem(topic: str | None) -> Problem | None:
     if topic is None or not topic.strip():
         return ResponseCode.INVALID_PARAMETER, "The specified topic is blank."
     if _LEGAL.fullmatch(topic) is None:

@@ -266,6 +266,30 @@ def read_size_and_magic(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     return _LEN_MAGIC.unpack_from(buf, pos)
 
 
+# Stored bytes -> text, for the few distinct hosts and topics records carry (bounded caches).
+_HOST_TEXT: dict[bytes, str] = {}
+_TOPIC_TEXT: dict[bytes, str] = {}
+_TEXT_CACHE_MAX = 4096
+
+
+def _host_text(addr: bytes) -> str:
+    text = _HOST_TEXT.get(addr)
+    if text is None:
+        text = bytes_to_host(addr)
+        if len(_HOST_TEXT) < _TEXT_CACHE_MAX:
+            _HOST_TEXT[addr] = text
+    return text
+
+
+def _topic_text(raw: bytes) -> str:
+    text = _TOPIC_TEXT.get(raw)
+    if text is None:
+        text = decode_utf8_java(raw)
+        if len(_TOPIC_TEXT) < _TEXT_CACHE_MAX:
+            _TOPIC_TEXT[raw] = text
+    return text
+
+
 def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_crc: bool = False,
                   read_body: bool = True) -> MessageExt:  # fmt: skip
     """Decode the record at *pos*. Raises :class:`CorruptRecordError` if it is not one.
@@ -275,10 +299,10 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_cr
     """
     try:
         total, magic = _LEN_MAGIC.unpack_from(buf, pos)
-        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2):
+        if magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2:
             raise CorruptRecordError(f"bad magic code 0x{magic & 0xFFFFFFFF:08X} at {pos}")
-        sys_flag = _I32.unpack_from(buf, pos + SYSFLAG_POS)[0]
-        hdr = header_struct(sys_flag)
+        host_flags = _I32.unpack_from(buf, pos + SYSFLAG_POS)[0] & _HOST_FLAGS
+        hdr = _HEADER_BY_FLAGS[host_flags]
         (total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_addr, born_port,
          store_ts, store_addr, store_port, reconsume, prepared, body_len) = hdr.unpack_from(buf, pos)  # fmt: skip
         p = pos + hdr.size
@@ -293,13 +317,14 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_cr
                 body = b""
         else:
             body = b""
-        if magic == MESSAGE_MAGIC_CODE_V2:
+        v2 = magic == MESSAGE_MAGIC_CODE_V2
+        if v2:
             topic_len = _I16.unpack_from(buf, p)[0]
             p += 2
         else:
             topic_len = _I8.unpack_from(buf, p)[0]
             p += 1
-        topic = decode_utf8_java(buf[p : p + topic_len])
+        topic_raw = bytes(buf[p : p + topic_len])
         p += topic_len
         props_len = _I16.unpack_from(buf, p)[0]
         p += 2
@@ -309,19 +334,21 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_cr
                 raise CorruptRecordError(f"record at {pos} is cut off in its properties")
         else:
             props_raw = b""
-        expected = record_length(sys_flag, max(body_len, 0), max(topic_len, 0), max(props_len, 0),
-                                 magic == MESSAGE_MAGIC_CODE_V2)  # fmt: skip
+        # calMsgLength of the fields read (record_length, inline): a record that says otherwise is not one.
+        expected = _FIXED_LENGTH[host_flags] + max(body_len, 0) + (2 if v2 else 1) + max(topic_len, 0) + 2 \
+            + max(props_len, 0)  # fmt: skip
+        if len(topic_raw) != topic_len:
+            raise CorruptRecordError(f"record at {pos} is cut off in its topic")
         if expected != total:
             raise CorruptRecordError(f"record at {pos}: TOTALSIZE {total} but its fields make {expected}")
     except struct.error as e:
         raise CorruptRecordError(f"record at {pos} is cut off") from e
+    props = string_to_properties(props_raw.decode("utf-8", "replace")) if props_raw else {}
     return MessageExt(
-        topic=topic, body=body, flag=flag, properties=string_to_properties(decode_utf8_java(props_raw)),
-        queue_id=queue_id, sys_flag=sys_flag, born_timestamp=born_ts,
-        born_host=(bytes_to_host(born_addr), born_port), store_timestamp=store_ts,
-        store_host=(bytes_to_host(store_addr), store_port), reconsume_times=reconsume,
-        prepared_transaction_offset=prepared, queue_offset=queue_offset, commit_log_offset=phys,
-        store_size=total, body_crc=body_crc, magic=magic, properties_bytes=props_raw,
+        _topic_text(topic_raw), body, flag, props, queue_id, sys_flag, born_ts,
+        (_HOST_TEXT.get(born_addr) or _host_text(born_addr), born_port), store_ts,
+        (_HOST_TEXT.get(store_addr) or _host_text(store_addr), store_port), reconsume, prepared, queue_offset, phys,
+        total, body_crc, magic, props_raw,
     )  # fmt: skip
 
 
