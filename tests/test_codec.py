@@ -202,6 +202,16 @@ def test_uniq_key_format() -> None:
     assert int(b[-4:], 16) == int(a[-4:], 16) + 1
     assert uniq_key_client_ip(a) == "192.0.2.2"
     assert uniq_key_client_ip("C000020251525FFD2B276C3D550D0000") == "192.0.2.2"
+    # A batch of ids takes the counter values after b, one each, and the next id follows them.
+    batch = gen.next_ids(3)
+    counters = [int(x[-4:], 16) for x in [*batch, gen.next_id()]]
+    assert counters == [int(b[-4:], 16) + i for i in range(1, 5)]
+
+
+def test_batch_body_in_java_order() -> None:
+    msg = Message("B", b"x", 0, {"WAIT": "true", "TAGS": "t", "KEYS": "k", "UNIQ_KEY": "U"})
+    [(_, raw)] = decode_batch_body(encode_batch_body([msg], java_order=True), "B")
+    assert raw == b"KEYS\x01k\x02UNIQ_KEY\x01U\x02WAIT\x01true\x02TAGS\x01t"  # a HashMap's order of these names
 
 
 def test_batch_body_round_trip() -> None:

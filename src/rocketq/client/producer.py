@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import functools
 import logging
 import re
 import time
@@ -55,7 +54,7 @@ from rocketq.client.queue_selector import MessageQueueSelector
 from rocketq.client.route import MASTER_ID, TopicPublishInfo
 from rocketq.client.send_result import SendResult, SendStatus
 from rocketq.common.codec import encode_batch_body
-from rocketq.common.javacompat import hashmap_order
+from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import (
     COMPRESSED_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -128,16 +127,14 @@ def new_message(topic: str, body: bytes | str, *, tags: str | None = None, keys:
     return Message(topic, data, flag, props)
 
 
-@functools.lru_cache(maxsize=1024)
-def _java_property_order(names: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(hashmap_order(names))
-
-
 def properties_string(props: dict[str, str]) -> str:
     """``MessageDecoder.messageProperties2String`` over Java's ``HashMap`` of the properties: the order a
     Java client sends them in."""
-    order = _java_property_order(tuple(props))
-    return "\x02".join(f"{k}\x01{props[k]}" for k in order)
+    ordered = hashmap_ordered(props)
+    try:
+        return "\x02".join(map("\x01".join, ordered.items()))  # names and values are strings: joins in C
+    except TypeError:
+        return "\x02".join(f"{k}\x01{v}" for k, v in ordered.items())
 
 
 def check_topic(topic: str) -> None:
@@ -380,7 +377,7 @@ class Producer:
         self._check_message(msgs[0])
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise InvalidMessageError("retry group topic is not supported for batching")
-        gen = _id_generator(self.config.ip())
+        without_id: list[Message] = []
         for m in msgs:
             if m.topic != topic:
                 raise InvalidMessageError("the topic of the messages in one batch should be the same")
@@ -388,7 +385,11 @@ class Producer:
                 raise InvalidMessageError("TimeDelayLevel is not supported for batching")
             self._check_message(m, topic_checked=True)
             if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in m.properties:
-                m.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = gen.next_id()
+                without_id.append(m)
+        if without_id:
+            ids = _id_generator(self.config.ip()).next_ids(len(without_id))
+            for m, uniq in zip(without_id, ids, strict=True):
+                m.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
         body = _encode_batch(msgs)
         if len(body) > self.max_message_size:
             raise InvalidMessageError(f"the batch body size {len(body)} is over the max value {self.max_message_size}")
@@ -544,6 +545,4 @@ class Producer:
 
 def _encode_batch(msgs: Sequence[Message]) -> bytes:
     """The batch body (``MessageDecoder.encodeMessages``) with each message's properties in Java's order."""
-    ordered = [Message(m.topic, m.body, m.flag, {k: m.properties[k] for k in _java_property_order(tuple(m.properties))})
-               for m in msgs]  # fmt: skip
-    return encode_batch_body(ordered)
+    return encode_batch_body(msgs, java_order=True)

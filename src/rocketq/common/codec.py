@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rocketq.common.errors import CorruptRecordError
-from rocketq.common.javacompat import crc32_masked, decode_utf8_java, encode_utf8_java
+from rocketq.common.javacompat import crc32_masked, decode_utf8_java, encode_utf8_java, hashmap_ordered
 from rocketq.common.message import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
@@ -418,20 +418,21 @@ def check_record(buf: bytes | bytearray | memoryview, pos: int, *, check_crc: bo
 # --- client batch body (MessageDecoder.encodeMessages / decodeMessages) -----
 
 
-def encode_batch_body(messages: list[Message]) -> bytes:
+_BATCH_ITEM = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE 0, BODYCRC 0, FLAG, BODYLENGTH
+
+
+def encode_batch_body(messages: Sequence[Message], *, java_order: bool = False) -> bytes:
     """Encode messages as a batch send body: per item i32 size, i32 magic 0,
     i32 body CRC 0, i32 flag, i32 body length, body, i16 properties length,
-    properties."""
-    out = bytearray()
+    properties. *java_order*: each message's properties in the order a Java ``HashMap`` of them iterates
+    (what a Java client writes), else in dict order."""
+    parts: list[bytes] = []
     for m in messages:
-        props = encode_utf8_java(properties_to_string(m.properties))
+        raw = _encode_properties(hashmap_ordered(m.properties) if java_order else m.properties)
         body = m.body or b""
-        size = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
-        out += struct.pack(">iiiii", size, 0, 0, m.flag, len(body))
-        out += body
-        out += _I16.pack(len(props))
-        out += props
-    return bytes(out)
+        parts += (_BATCH_ITEM.pack(22 + len(body) + len(raw), 0, 0, m.flag, len(body)), body, _I16.pack(len(raw)),
+                  raw)  # fmt: skip
+    return b"".join(parts)
 
 
 def join_batch_properties(entry_raw: bytes, entry_props: dict[str, str], batch_raw: bytes,

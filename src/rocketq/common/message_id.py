@@ -93,12 +93,20 @@ class UniqueIdGenerator:
         self._month_start, self._next_month = _start_of_month_ms(int(time.time() * 1000))
 
     def next_id(self) -> str:
+        return self.next_ids(1)[0]
+
+    def next_ids(self, count: int) -> list[str]:
+        """*count* ids at one time reading and one pass of the lock (a batch's messages)."""
         now = int(time.time() * 1000)
         with self._lock:
             if now >= self._next_month:
                 self._month_start, self._next_month = _start_of_month_ms(now)
-            n = next(self._counter)
-        return self._prefix + _UNIQ_TAIL.pack(_to_i32(now - self._month_start), _to_i16(n)).hex().upper()
+            first = next(self._counter)
+            if count > 1:  # the counter moves past the ids taken here
+                self._counter = itertools.count(first + count)
+            elapsed = _to_i32(now - self._month_start)
+        prefix, pack = self._prefix, _UNIQ_TAIL.pack
+        return [prefix + pack(elapsed, _to_i16(n)).hex().upper() for n in range(first, first + count)]
 
 
 def _to_i16(v: int) -> int:

@@ -39,11 +39,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 import itertools
+import json
 import re
 import struct
 import types
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, TypeVar, overload
 
 from rocketq.common import json_compat
@@ -555,9 +556,45 @@ def _quoted_key(key: object) -> str:
 
 
 # What fastjson escapes in a string: the quote, the backslash, control characters, U+007F..U+009F, U+2028 and
-# U+2029. A header whose strings hold none of them (every header a client or rocketq writes in practice) is its
-# members written as they are.
+# U+2029. A header whose strings hold none of them (every answer rocketq writes) is its members written as they
+# are, with one f-string.
 _JSON_ESCAPED = re.compile("[\"\\\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+# Else (a send request: its properties hold 0x01 and 0x02) the standard library's C encoder writes it, which
+# escapes as fastjson does except for the characters fastjson escapes and it does not (U+007F..U+009F, U+2028,
+# U+2029) and the hex case of a control character's escape (\u001f, fastjson \u001F): a header with either goes
+# the careful way, member by member.
+_C_ENCODE_DIFFERS = re.compile("[\x7f-\x9f\u2028\u2029]|\\\\u00[01][a-f]")
+_HEX_LETTER_ESCAPE = re.compile("\\\\u00[01][a-f]")
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _make_c_encode() -> Callable[[object], str]:
+    """The standard library's C encoder made once (``JSONEncoder.encode`` makes one a call), or the encoder."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False).encode
+    encoder = make(None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+
+    def encode(doc: object) -> str:
+        return "".join(encoder(doc, 0))
+
+    return encode
+
+
+_C_ENCODE = _make_c_encode()
+
+
+def _c_encoding_matches(text: str) -> bool:
+    """Whether the C encoder's ``text`` is what fastjson writes (see ``_C_ENCODE_DIFFERS``)."""
+    if text.isascii():  # the usual case, two substring scans: DEL, or an escape with hex letters
+        return "\x7f" not in text and ("\\u00" not in text or _HEX_LETTER_ESCAPE.search(text) is None)
+    return _C_ENCODE_DIFFERS.search(text) is None
+
+
 _language_names: dict[object, str] = {}
 
 
@@ -571,8 +608,6 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
         if remark is not None:
             text += remark
     except TypeError:
-        text = None
-    if text is None or _JSON_ESCAPED.search(text) is not None:
         return _encode_json_header_escaping(cmd)
     language = _language_names.get(cmd.language)
     if language is None:
@@ -580,17 +615,32 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     code, flag, opaque, version = cmd.code, cmd.flag, cmd.opaque, cmd.version
     if type(code) is not int or type(flag) is not int or type(opaque) is not int or type(version) is not int:
         code, flag, opaque, version = int(code), int(flag), int(opaque), int(version)
-    if ext is None:
-        members = ""
-    elif ext:
-        members = ',"extFields":{"' + '","'.join(map('":"'.join, ext.items())) + '"}'
-    else:
-        members = ',"extFields":{}'
-    # serializeTypeCurrentRPC is a bean property that leaks into Java's JSON; every reader ignores it.
-    text = (f'{{"code":{code}{members},"flag":{flag},"language":"{language}","opaque":{opaque}'
-            + ("" if remark is None else f',"remark":"{remark}"')
-            + f',"serializeTypeCurrentRPC":"JSON","version":{version}}}')  # fmt: skip
-    return text.encode() if text.isascii() else encode_utf8_java(text)
+    if _JSON_ESCAPED.search(text) is None:
+        if ext is None:
+            members = ""
+        elif ext:
+            members = ',"extFields":{"' + '","'.join(map('":"'.join, ext.items())) + '"}'
+        else:
+            members = ',"extFields":{}'
+        # serializeTypeCurrentRPC is a bean property that leaks into Java's JSON; every reader ignores it.
+        text = (f'{{"code":{code}{members},"flag":{flag},"language":"{language}","opaque":{opaque}'
+                + ("" if remark is None else f',"remark":"{remark}"')
+                + f',"serializeTypeCurrentRPC":"JSON","version":{version}}}')  # fmt: skip
+        return text.encode() if text.isascii() else encode_utf8_java(text)
+    doc: dict[str, object] = {"code": code}
+    if ext is not None:
+        doc["extFields"] = ext
+    doc["flag"] = flag
+    doc["language"] = language
+    doc["opaque"] = opaque
+    if remark is not None:
+        doc["remark"] = remark
+    doc["serializeTypeCurrentRPC"] = "JSON"
+    doc["version"] = version
+    text = _C_ENCODE(doc)
+    if _c_encoding_matches(text):
+        return encode_utf8_java(text)
+    return _encode_json_header_escaping(cmd)
 
 
 def _encode_json_header_escaping(cmd: RemotingCommand) -> bytes:
