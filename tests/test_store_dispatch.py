@@ -37,7 +37,7 @@ from rocketq.common.message import (
     string_to_properties,
 )
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
-from rocketq.store.consume_queue import CQ_DTYPE, ConsumeQueue
+from rocketq.store.consume_queue import CQ_DTYPE, SMALL_RUN, ConsumeQueue
 from rocketq.store.dispatch import DispatchBatch
 from rocketq.store.message_store import MessageStore
 from rocketq.store.record_scan import pick_dispatch_properties_of, walk_records
@@ -343,6 +343,20 @@ def test_unit_blocks_equal_units_one_by_one_across_files_and_gaps(tmp_path: Path
         blocks.put_units(phys[lo:b], sizes[lo:b], tags[lo:b], qo[lo:b])
     assert tree_bytes(tmp_path, "one") == tree_bytes(tmp_path, "blocks")
     assert blocks.max_physic_offset == one.max_physic_offset
+    # Blocks of at most SMALL_RUN units (the plain-Python way), overlapping, across the file ends and the gap.
+    few = ConsumeQueue("T", 0, tmp_path / "few", 600)
+    span = offsets.index(83) - 3  # a block starts here: the last units before the gap and the first after it
+    a = 0
+    while a < len(offsets):
+        b = min(len(offsets), a + (SMALL_RUN if a == span else rng.randrange(1, SMALL_RUN + 1)))
+        if a < span < b:
+            b = span
+        lo = max(0, a - rng.randrange(0, 3))
+        few.put_units(phys[lo:b], sizes[lo:b], tags[lo:b], qo[lo:b])
+        a = b
+    assert tree_bytes(tmp_path, "one") == tree_bytes(tmp_path, "few")
+    assert few.max_physic_offset == one.max_physic_offset
+    few.close()
     assert blocks.min_logic_offset == one.min_logic_offset == 7 * 20
     units = np.frombuffer(blocks.queue.files[0].mm[:140], dtype=CQ_DTYPE)
     assert int(units["size"][0]) == 0x7FFFFFFF  # fillers before the first real unit

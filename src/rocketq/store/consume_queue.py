@@ -189,9 +189,8 @@ class ConsumeQueue:
         queue, one after a gap) goes alone through :meth:`put_message_position_info`.
         """
         n = len(phys)
-        if n <= SMALL_RUN:  # numpy's fixed costs outweigh its speed: unit by unit
-            for args in zip(phys.tolist(), sizes.tolist(), tags.tolist(), cq_offsets.tolist(), strict=True):
-                self.put_message_position_info(*args)
+        if n <= SMALL_RUN:  # numpy's fixed costs outweigh its speed
+            self._put_few_units(phys.tolist(), sizes.tolist(), tags.tolist(), cq_offsets.tolist())
             return
         ends = phys + sizes
         i = int(np.searchsorted(ends, self.max_physic_offset, side="right"))
@@ -218,6 +217,33 @@ class ConsumeQueue:
                     i = j
                     continue
             self.put_message_position_info(int(phys[i]), int(sizes[i]), int(tags[i]), int(cq_offsets[i]))
+            i += 1
+
+    def _put_few_units(self, phys: list[int], sizes: list[int], tags: list[int], cq_offsets: list[int]) -> None:
+        """:meth:`put_units` of a few units, in plain Python: the same steps, and a run that continues the last
+        file exactly still goes in with one write (a write is a system call: one a unit cost more than the
+        units themselves)."""
+        n = len(phys)
+        i = 0
+        while i < n and phys[i] + sizes[i] <= self.max_physic_offset:
+            i += 1  # built already
+        unit = CQ_STORE_UNIT_SIZE
+        while i < n:
+            mf = self.queue.last()
+            if mf is not None:
+                pos = mf.wrote_position
+                room = (self.mapped_file_size - pos) // unit
+                if room > 0 and cq_offsets[i] * unit == mf.file_from_offset + pos:
+                    j = i + 1
+                    stop = min(n, i + room)
+                    while j < stop and cq_offsets[j] == cq_offsets[j - 1] + 1:
+                        j += 1
+                    mf.pwrite(pos, b"".join(map(CQ_UNIT.pack, phys[i:j], sizes[i:j], tags[i:j])))
+                    mf.wrote_position = mf.committed_position = pos + (j - i) * unit
+                    self.max_physic_offset = phys[j - 1] + sizes[j - 1]
+                    i = j
+                    continue
+            self.put_message_position_info(phys[i], sizes[i], tags[i], cq_offsets[i])
             i += 1
 
     def put_message_position_infos(self, phys: list[int], sizes: list[int], tags: list[int],
