@@ -383,7 +383,7 @@ class SendMessageProcessor:
             if transaction_id:
                 ext["transactionId"] = transaction_id
             self.controller.stats.on_put(result.msg_num)
-            return RemotingCommand(code, opaque=request.opaque, flag=FLAG_RESPONSE, ext_fields=ext)
+            return RemotingCommand(int(code), opaque=request.opaque, flag=FLAG_RESPONSE, ext_fields=ext)
         code, remark = self.put_failure(status, result.error)
         log.warning("put failed: %s (%s)", status.value, result.error)
         return self._fail(request, code, remark)
