@@ -53,6 +53,7 @@ from rocketq.broker.timer_message_service import TIMER_TOPIC, TimerMessageServic
 from rocketq.broker.topic_config_manager import BrokerTopicConfigManager
 from rocketq.broker.topic_validator import PERM_READ, PERM_WRITE
 from rocketq.broker.transactional_message_check_service import TransactionalMessageCheckService
+from rocketq.common.errors import RocketqError
 from rocketq.common.message import MessageExt
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 from rocketq.remoting.codes import RequestCode
@@ -435,6 +436,22 @@ class BrokerController:
             for group in offsets.groups_of_topic(topic):
                 offsets.offset_table.pop(offsets.key(topic, group), None)
         self.store.delete_topics([topic])
+
+    def update_config(self, props: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG's changes, as Java's ``Configuration.update``: each setting the broker or its
+        store knows takes the new value, one that does not parse is skipped; a ``brokerPermission`` change is
+        announced to the name servers at once."""
+        for key, raw in props.items():
+            for cfg in (self.broker_config, self.store_config):
+                try:
+                    cfg.apply_properties({key: raw})
+                except RocketqError as exc:
+                    log.warning("updateBrokerConfig: %s=%r skipped: %s", key, raw, exc)
+        sync_store_config(self.broker_config, self.store_config)
+        if "brokerPermission" in props:
+            self.topic_config_manager.data_version.next_version()
+            if self._started and self._register_lock is not None:
+                self._spawn(self.register_broker_all(), "register after a brokerPermission change")
 
     def all_config_properties(self) -> dict[str, str]:
         """Every broker and store setting under its ``broker.conf`` name (GET_BROKER_CONFIG)."""
