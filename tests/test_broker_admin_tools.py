@@ -1,6 +1,8 @@
 """The requests mqadmin 4.9 sends a broker for its tools, over a real socket, in the Java tools' frames:
 updateBrokerConfig, brokerConsumeStats, cloneGroupOffset, resetOffsetByTime, consumerStatus and consuming a
-message directly (the broker passes the call on to the consumer), and the consume time span."""
+message directly (the broker passes the call on to the consumer), the consume time span, producer, queryCq,
+cleanUnusedTopic, cleanExpiredCQ, deleteExpiredCommitLog; and the name server's getNamesrvConfig and
+updateNamesrvConfig."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 
 from broker_support import client_of, heartbeat, props, run, running_broker, send_v2, settle
 from rocketq.common import json_compat
+from rocketq.namesrv.namesrv_controller import NamesrvController
 from rocketq.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
 from rocketq.remoting.transport import RemotingClient, RemotingConnection
@@ -180,5 +183,83 @@ def test_consumer_running_info_and_consume_directly_are_passed_to_the_consumer(t
                 assert int.from_bytes(forwarded.body[:4], "big") == len(forwarded.body)
             finally:
                 await consumer.close()
+
+    run(scenario())
+
+
+def test_producer_info_consume_queue_and_housekeeping(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            for i in range(3):
+                await client.invoke(send_v2("T", f"m{i}".encode(), queue_id=0))
+            await settle(broker)
+            await client.invoke(heartbeat("10.0.0.1@1", "", {}, producer_groups=("PG",)))
+            # mqadmin producer
+            r = await client.invoke(create_request(RequestCode.GET_ALL_PRODUCER_INFO, {"brokerAddr": ""}))
+            info = json_compat.loads(r.body)["data"]["PG"][0]
+            assert info["clientId"] == "10.0.0.1@1" and info["remoteIP"].startswith("/127.0.0.1:")
+            assert info["language"] == "JAVA" and info["lastUpdateTimestamp"] > 0
+            # mqadmin queryCq
+            q = {"topic": "T", "queueId": 0, "index": 1, "count": 5, "consumerGroup": "CG"}
+            r = await client.invoke(create_request(RequestCode.QUERY_CONSUME_QUEUE, q))
+            body = json_compat.loads(r.body)
+            assert (r.code, body["maxQueueIndex"], body["minQueueIndex"]) == (ResponseCode.SUCCESS, 3, 0)
+            assert body["filterData"] == "CG@T is not online!" and len(body["queueData"]) == 2
+            unit = broker.store.find_consume_queue("T", 0).get_unit(1)  # type: ignore[union-attr]
+            assert body["queueData"][0]["physicOffset"] == unit.phys  # type: ignore[union-attr]
+            r = await client.invoke(create_request(RequestCode.QUERY_CONSUME_QUEUE, {**q, "queueId": 7}))
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "7@T is not exist!")
+            # mqadmin cleanUnusedTopic / cleanExpiredCQ / deleteExpiredCommitLog
+            broker.topic_config_manager.delete_topic_config("T")
+            r = await client.invoke(create_request(RequestCode.CLEAN_UNUSED_TOPIC))
+            assert r.code == ResponseCode.SUCCESS and broker.store.find_consume_queue("T", 0, create=False) is None
+            for code in (RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, RequestCode.DELETE_EXPIRED_COMMITLOG):
+                assert (await client.invoke(create_request(code))).code == ResponseCode.SUCCESS
+            # exportConfigs reads these two
+            lines = await _config_lines(client)
+            assert "filterServerNums=0" in lines and "useTLS=false" in lines
+
+    run(scenario())
+
+
+def test_clean_expired_consume_queue_drops_queues_below_the_commit_log(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            await client.invoke(send_v2("Old", b"x", queue_id=0))
+            await client.invoke(send_v2("New", b"y", queue_id=0))
+            await settle(broker)
+            old = broker.store.find_consume_queue("Old", 0, create=False)
+            new = broker.store.find_consume_queue("New", 0, create=False)
+            assert old is not None and new is not None
+            # as if retention had removed the commit-log file holding Old's only message
+            broker.store.get_min_phy_offset = lambda: new.max_physic_offset - 1  # type: ignore[method-assign]
+            r = await client.invoke(create_request(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE))
+            assert r.code == ResponseCode.SUCCESS
+            assert broker.store.find_consume_queue("Old", 0, create=False) is None
+            assert broker.store.find_consume_queue("New", 0, create=False) is new
+
+    run(scenario())
+
+
+def test_name_server_config_get_and_update(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        ctl = NamesrvController("127.0.0.1", 0, kv_config_path=tmp_path / "kvConfig.json")
+        await ctl.start()
+        client = RemotingClient(ctl.address)
+        try:
+            r = await client.invoke(create_request(RequestCode.GET_NAMESRV_CONFIG))
+            lines = (r.body or b"").decode().splitlines()
+            assert f"kvConfigPath={tmp_path / 'kvConfig.json'}" in lines and "orderMessageEnable=true" in lines
+            ctl.kv.put("ORDER_TOPIC_CONFIG", "T", "broker-a:4")
+            body = b"orderMessageEnable=false\nnoSuchKey=1\nclusterTest=maybe\n"
+            r = await client.invoke(create_request(RequestCode.UPDATE_NAMESRV_CONFIG, {}, body))
+            assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+            r = await client.invoke(create_request(RequestCode.GET_NAMESRV_CONFIG))
+            lines = (r.body or b"").decode().splitlines()
+            assert "orderMessageEnable=false" in lines and "clusterTest=false" in lines
+            assert not any(x.startswith("noSuchKey") for x in lines)
+        finally:
+            await client.close()
+            await ctl.stop()
 
     run(scenario())

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from rocketq.broker.protocol import (
     Connection,
+    ConsumeQueueData,
     ConsumerConnection,
     ConsumeStats,
     ConsumeStatsList,
@@ -31,6 +32,9 @@ from rocketq.broker.protocol import (
     MessageQueueForC,
     OffsetWrapper,
     ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
+    QueryConsumeQueueResponseBody,
     QueryConsumeTimeSpanBody,
     QueueTimeSpan,
     ResetOffsetBody,
@@ -108,6 +112,11 @@ class AdminBrokerProcessor:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
+            RequestCode.GET_ALL_PRODUCER_INFO: self.get_all_producer_info,
+            RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
+            RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
         }
 
     async def process_request(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
@@ -429,6 +438,60 @@ class AdminBrokerProcessor:
         version = json_compat.dumps(ctl.topic_config_manager.data_version)
         return make_response_for(request, ResponseCode.SUCCESS, ext_fields={"version": version},
                                  body=("\n".join(lines) + "\n").encode("utf-8"))  # fmt: skip
+
+    # --- store housekeeping --------------------------------------------------------------------------------
+    def clean_expired_consume_queue(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (mqadmin cleanExpiredCQ)."""
+        log.warning("cleanExpiredConsumeQueue called by %s: %d consume queues destroyed", conn.remote_address,
+                    self.controller.store.clean_expired_consumer_queue())  # fmt: skip
+        return make_response_for(request, ResponseCode.SUCCESS)
+
+    def delete_expired_commit_log(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (mqadmin deleteExpiredCommitLog): expired files go in the next cleaning
+        rounds, whatever the hour (``executeDeleteFilesManually``)."""
+        log.warning("deleteExpiredCommitLog called by %s", conn.remote_address)
+        self.controller.store.execute_delete_files_manually()
+        return make_response_for(request, ResponseCode.SUCCESS)
+
+    def clean_unused_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC (mqadmin cleanUnusedTopic): consume queues of topics the broker has no config of."""
+        ctl = self.controller
+        in_use = set(ctl.topic_config_manager.topic_config_table())
+        log.warning("cleanUnusedTopic called by %s: %d consume queues destroyed", conn.remote_address,
+                    ctl.store.clean_unused_topics(in_use))  # fmt: skip
+        return make_response_for(request, ResponseCode.SUCCESS)
+
+    def query_consume_queue(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE (mqadmin queryCq): ``count`` units of a consume queue from ``index``."""
+        ctl = self.controller
+        h = request.header
+        topic, queue_id = h.get_str("topic"), h.get_int("queueId")
+        cq = ctl.store.find_consume_queue(topic, queue_id, create=False)
+        if cq is None:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
+        body = QueryConsumeQueueResponseBody(max_queue_index=cq.get_max_offset_in_queue(),
+                                             min_queue_index=cq.get_min_offset_in_queue())  # fmt: skip
+        group = h.get_str("consumerGroup", None)
+        if group is not None:
+            body.subscription_data = ctl.consumer_manager.find_subscription_data(group, topic)
+            # a tag subscription has no filter data: Java writes JSON.toJSONString(null)
+            body.filter_data = f"{group}@{topic} is not online!" if body.subscription_data is None else "null"
+        index, count = h.get_long("index"), h.get_int("count")
+        units = cq.get_index_buffer(index, max(count, 0))
+        if units is None:
+            remark = f"Index {index} of {queue_id}@{topic} is not exist!"
+            return make_response_for(request, ResponseCode.SUCCESS, remark, body=encode_body(body))
+        body.queue_data = [ConsumeQueueData(int(u["phys"]), int(u["size"]), int(u["tags"])) for u in units]
+        return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(body))
+
+    def get_all_producer_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_PRODUCER_INFO (mqadmin producer): every producer connection, by group."""
+        table = ProducerTableInfo()
+        for group, channels in list(self.controller.producer_manager.group_channel_table.items()):
+            table.data[group] = [ProducerInfo(c.client_id, "/" + c.connection.remote_address, c.language.name,
+                                              c.version, c.last_update_timestamp)
+                                 for c in list(channels.values())]  # fmt: skip
+        return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(table))
 
     # --- configuration -----------------------------------------------------------------------------------
     def update_broker_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

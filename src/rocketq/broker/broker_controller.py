@@ -462,6 +462,10 @@ class BrokerController:
             value = getattr(self.broker_config, f.name)
             if value is not None:
                 props[name] = _text(value)
+        # Java settings rocketq has no use for, at their 4.9 values: mqadmin exportConfigs reads them
+        # (and fails with a NullPointerException on a missing one).
+        props.setdefault("filterServerNums", "0")
+        props.setdefault("useTLS", "false")
         return props
 
 

@@ -187,6 +187,44 @@ class ResetOffsetBodyForC:
 
 
 @dataclass
+class ProducerInfo:
+    client_id: str = ""
+    remote_ip: str = field(default="", metadata={"json": "remoteIP"})
+    language: str = "JAVA"
+    version: int = 0
+    last_update_timestamp: int = 0
+
+
+@dataclass
+class ProducerTableInfo:
+    """Body of GET_ALL_PRODUCER_INFO (mqadmin producer): group → its producers."""
+
+    data: dict[str, list[ProducerInfo]] = field(default_factory=dict)
+
+
+@dataclass
+class ConsumeQueueData:
+    physic_offset: int = 0
+    physic_size: int = 0
+    tags_code: int = 0
+    extend_data_json: str | None = None
+    bit_map: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+
+@dataclass
+class QueryConsumeQueueResponseBody:
+    """Body of QUERY_CONSUME_QUEUE (mqadmin queryCq)."""
+
+    subscription_data: SubscriptionData | None = None
+    filter_data: str | None = None
+    queue_data: list[ConsumeQueueData] | None = None
+    max_queue_index: int = 0
+    min_queue_index: int = 0
+
+
+@dataclass
 class KVTable:
     table: dict[str, str] = field(default_factory=dict)
 
