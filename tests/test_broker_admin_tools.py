@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from broker_support import client_of, heartbeat, props, run, running_broker, send_v2, settle
+from broker_support import client_of, heartbeat, props, pull_request, run, running_broker, send_v2, settle
+from rocketq.broker.broker_stats import KeyedStats
 from rocketq.common import json_compat
 from rocketq.namesrv.namesrv_controller import NamesrvController
 from rocketq.remoting.codes import LanguageCode, RequestCode, ResponseCode
@@ -263,3 +264,47 @@ def test_name_server_config_get_and_update(tmp_path: Path) -> None:
             await ctl.stop()
 
     run(scenario())
+
+
+def test_view_broker_stats_data_counts_puts_by_topic_and_gets_by_group(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            await client.invoke(send_v2("T", b"before", queue_id=0))
+            await settle(broker)
+        # a restarted broker counts what is put from then on (statsAll's InMsg24Hour, exportMetrics)
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            for i in range(4):
+                await client.invoke(send_v2("T", f"m{i}".encode(), queue_id=i % 2))
+            await settle(broker)
+
+            def view(name: str, key: str) -> RemotingCommand:
+                return create_request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+
+            r = await client.invoke(view("TOPIC_PUT_NUMS", "T"))
+            body = json_compat.loads(r.body)
+            assert r.code == ResponseCode.SUCCESS
+            assert [body[k]["sum"] for k in ("statsMinute", "statsHour", "statsDay")] == [4, 4, 4]
+            assert body["statsMinute"]["tps"] > 0
+            pulled = await client.invoke(pull_request("CG", "T", 0, 0))
+            assert pulled.code == ResponseCode.SUCCESS
+            body = json_compat.loads((await client.invoke(view("GROUP_GET_NUMS", "T@CG"))).body)
+            assert body["statsDay"]["sum"] == 3  # "before" and two of the new ones are in queue 0
+            r = await client.invoke(view("GROUP_GET_NUMS", "T@Nobody"))
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <GROUP_GET_NUMS> <T@Nobody> not exist")
+
+    run(scenario())
+
+
+def test_keyed_stats_windows() -> None:
+    stats = KeyedStats({"T": 10}, now=0.0)
+    stats.add("T", 5)
+    stats.sample(now=30.0)
+    stats.add("T", 5)
+    (m_sum, m_tps), (h_sum, _), (d_sum, _) = stats.snapshot("T", now=50.0)
+    assert (m_sum, h_sum, d_sum) == (10, 10, 10) and m_tps == 10 / 50
+    for t in range(40, 200, 10):
+        stats.sample(now=float(t))
+    stats.add("T", 6)
+    (m_sum, m_tps), (h_sum, _), _ = stats.snapshot("T", now=200.0)
+    assert m_sum == 6 and m_tps == 6 / 60  # only the last minute's samples remain in that window
+    assert h_sum == 16

@@ -113,6 +113,7 @@ class AdminBrokerProcessor:
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             RequestCode.GET_ALL_PRODUCER_INFO: self.get_all_producer_info,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
             RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
@@ -482,6 +483,23 @@ class AdminBrokerProcessor:
             remark = f"Index {index} of {queue_id}@{topic} is not exist!"
             return make_response_for(request, ResponseCode.SUCCESS, remark, body=encode_body(body))
         body.queue_data = [ConsumeQueueData(int(u["phys"]), int(u["size"]), int(u["tags"])) for u in units]
+        return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(body))
+
+    def view_broker_stats_data(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """VIEW_BROKER_STATS_DATA (mqadmin statsAll, exportMetrics): sum and TPS of the last minute, hour and
+        day of TOPIC_PUT_NUMS (key: topic) or GROUP_GET_NUMS (key: topic@group); other stats are not kept."""
+        ctl = self.controller
+        h = request.header
+        name, key = h.get_str("statsName"), h.get_str("statsKey")
+        if name == "TOPIC_PUT_NUMS" and ctl.topic_config_manager.select_topic_config(key) is not None:
+            stats = ctl.topic_put_stats
+            stats.totals[key] = ctl.topic_put_totals().get(key, 0)
+        elif name == "GROUP_GET_NUMS" and key in ctl.group_get_stats.totals:
+            stats = ctl.group_get_stats
+        else:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        minute, hour, day = ({"sum": total, "tps": tps, "avgpt": 0.0} for total, tps in stats.snapshot(key))
+        body = {"statsMinute": minute, "statsHour": hour, "statsDay": day}
         return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(body))
 
     def get_all_producer_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

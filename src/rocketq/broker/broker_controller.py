@@ -35,7 +35,7 @@ from typing import Any
 from rocketq.broker.admin_broker_processor import AdminBrokerProcessor
 from rocketq.broker.broker_config import BrokerConfig, sync_store_config
 from rocketq.broker.broker_outer_api import BrokerOuterAPI
-from rocketq.broker.broker_stats import BrokerStats
+from rocketq.broker.broker_stats import BrokerStats, KeyedStats
 from rocketq.broker.client_manage_processor import ClientManageProcessor
 from rocketq.broker.consumer_manage_processor import ConsumerManageProcessor
 from rocketq.broker.consumer_manager import ConsumerGroupEvent, ConsumerManager
@@ -101,6 +101,9 @@ class BrokerController:
         sync_store_config(broker_config, self.store_config)
         self.store = MessageStore(self.store_config)
         self.stats = BrokerStats()
+        #: VIEW_BROKER_STATS_DATA's TOPIC_PUT_NUMS (by topic; filled at start) and GROUP_GET_NUMS (topic@group)
+        self.topic_put_stats = KeyedStats()
+        self.group_get_stats = KeyedStats()
         self.boot_timestamp = time.time_ns() // 1_000_000
         self.topic_config_manager = BrokerTopicConfigManager(
             self.store.topic_config_manager, broker_config,
@@ -193,6 +196,7 @@ class BrokerController:
         self._register_lock = asyncio.Lock()
         await asyncio.to_thread(self._open_store)
         self._store_open = True
+        self.topic_put_stats = KeyedStats(self.topic_put_totals())  # what the store held before counts not
         try:
             self.topic_config_manager.add_builtin_topics()
             self.subscription_group_manager.add_builtin_groups()
@@ -301,6 +305,15 @@ class BrokerController:
 
     def _sample_stats(self) -> None:
         self.stats.sample()
+        self.topic_put_stats.totals = self.topic_put_totals()
+        self.topic_put_stats.sample()
+        self.group_get_stats.sample()
+
+    def topic_put_totals(self) -> dict[str, int]:
+        """Messages each topic's consume queues hold up to now (their max offsets): puts are counted here, at
+        dispatch, rather than on the send path."""
+        return {topic: sum(cq.get_max_offset_in_queue() for cq in list(queues.values()))
+                for topic, queues in list(self.store.consume_queue_table.items())}  # fmt: skip
 
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
         task = asyncio.ensure_future(coro)
