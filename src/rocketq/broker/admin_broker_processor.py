@@ -493,7 +493,7 @@ class AdminBrokerProcessor:
         name, key = h.get_str("statsName"), h.get_str("statsKey")
         if name == "TOPIC_PUT_NUMS" and ctl.topic_config_manager.select_topic_config(key) is not None:
             stats = ctl.topic_put_stats
-            stats.totals[key] = ctl.topic_put_totals().get(key, 0)
+            stats.totals[key] = ctl.topic_put_total(key)
         elif name == "GROUP_GET_NUMS" and key in ctl.group_get_stats.totals:
             stats = ctl.group_get_stats
         else:

@@ -312,8 +312,11 @@ class BrokerController:
     def topic_put_totals(self) -> dict[str, int]:
         """Messages each topic's consume queues hold up to now (their max offsets): puts are counted here, at
         dispatch, rather than on the send path."""
-        return {topic: sum(cq.get_max_offset_in_queue() for cq in list(queues.values()))
-                for topic, queues in list(self.store.consume_queue_table.items())}  # fmt: skip
+        return {topic: self.topic_put_total(topic) for topic in list(self.store.consume_queue_table)}
+
+    def topic_put_total(self, topic: str) -> int:
+        queues = self.store.consume_queue_table.get(topic, {})
+        return sum(cq.get_max_offset_in_queue() for cq in list(queues.values()))
 
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
         task = asyncio.ensure_future(coro)
