@@ -31,7 +31,8 @@ JAVA_DIR = Path(__file__).resolve().parent / "java"
 #: Short delay levels, so that three deliveries of a message retried by RECONSUME_LATER take seconds.
 BROKER_CONF = ("brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n"
                "messageDelayLevel=1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s\n")  # fmt: skip
-SECTIONS = ["producer", "push", "where", "orderly", "broadcast", "retry", "rebalance", "pull", "litepull"]
+SECTIONS = ["producer", "push", "where", "orderly", "broadcast", "retry", "rebalance", "pull", "litepull", "orderlydlq",
+            "namespace"]
 
 
 def _free_port() -> int:
@@ -58,8 +59,10 @@ class Servers:
     def run(self, args: list[str], timeout: float) -> tuple[int, str]:
         """``rmq-reference.sh ARGS``; on timeout the process group is killed and its output so far returned
         with code -9."""
-        proc = subprocess.Popen(["bash", str(SCRIPT), *args], env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+        # cwd: consumerStatus writes its report files into the working directory
+        proc = subprocess.Popen(["bash", str(SCRIPT), *args], env=self.env, cwd=self.env["RMQ_WORK"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)  # fmt: skip
         try:
             out, _ = proc.communicate(timeout=timeout)
             return proc.returncode, out
@@ -80,6 +83,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         pytest.skip("RMQ_HOME is not set: the reference RocketMQ 4.9.4 client is not available")
     tmp = tmp_path_factory.mktemp("javacompat")
     env = dict(os.environ, RMQ_HOME=RMQ_HOME, RMQ_WORK=str(tmp / "rmq"))
+    (tmp / "rmq").mkdir()
     subprocess.run(["bash", str(SCRIPT), "compile-client", str(JAVA_DIR)], env=env, check=True, timeout=180,
                    capture_output=True)  # fmt: skip
     conf = tmp / "broker.conf"
@@ -107,10 +111,11 @@ def test_java_client(servers: Servers, section: str) -> None:
     assert code == 0 and f"RESULT {section} bad=0" in out, out[-4000:]
 
 
+@pytest.mark.timeout(900)  # some 60 mqadmin runs, a JVM each
 def test_mqadmin_verbs(servers: Servers) -> None:
-    holder = subprocess.Popen(["bash", str(SCRIPT), "java-client", "ClientCompatCheck", servers.namesrv, "hold240"],
-                              env=servers.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)  # fmt: skip
+    holder = subprocess.Popen(["bash", str(SCRIPT), "java-client", "ClientCompatCheck", servers.namesrv, "hold900"],
+                              env=servers.env, cwd=servers.env["RMQ_WORK"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
     try:
         assert holder.stdout is not None
         deadline = time.monotonic() + 90
@@ -165,7 +170,6 @@ def _check_verbs(s: Servers) -> None:
     assert "cg_hold" in s.admin("consumerProgress")
     assert "Rebalance OK" in s.admin("consumerStatus", "-g", "cg_hold")
     assert re.search(r"HoldT\s+cg_hold\s+broker-a\s+0\s", s.admin("brokerConsumeStats", "-b", b))
-    assert re.search(r"^HoldT\s+cg_hold\s", s.admin("statsAll"), re.M)
     assert "success" in s.admin("updateSubGroup", "-c", "DefaultCluster", "-g", "sg_adm", "-r", "3")
     assert "success" in s.admin("deleteSubGroup", "-c", "DefaultCluster", "-g", "sg_adm")
     assert "success" in s.admin("updateTopic", "-c", "DefaultCluster", "-t", "DelT")
@@ -179,5 +183,29 @@ def _check_verbs(s: Servers) -> None:
     assert re.search(r"HoldT\s+cg_clone\s+broker-a\s+0\s", out), out
     out = s.admin("resetOffsetByTime", "-g", "cg_hold", "-t", "HoldT", "-s", "-1")
     assert "rollback consumer offset" in out and re.search(r"broker-a\s+0\s+\d+", out), out
+    assert re.search(r"^HoldT\s+cg_hold\s+\d+\s+[\d.]+\s+[\d.]+\s+[1-9]\d*\s+[1-9]", s.admin("statsAll"), re.M)
+    assert "producer group (pg_hold)" in s.admin("producer", "-b", b)
+    for verb in ("cleanExpiredCQ", "deleteExpiredCommitLog", "cleanUnusedTopic"):
+        assert "success" in s.admin(verb, "-c", "DefaultCluster")
+    assert "orderMessageEnable" in s.admin("getNamesrvConfig")
+    assert "success" in s.admin("updateNamesrvConfig", "-k", "clusterTest", "-v", "false")
+    out = s.admin("queryCq", "-t", "HoldT", "-q", "0", "-i", "0", "-c", "2", "-b", b, "-g", "cg_hold")
+    assert "ConsumeQueueData{physicOffset=" in out and '"subString":"*"' in out, out
+    export = s.env["RMQ_WORK"] + "/export"
+    for verb in ("exportMetadata", "exportConfigs", "exportMetrics"):
+        assert "success" in s.admin(verb, "-c", "DefaultCluster", "-f", export)
+    assert '"10.0.0.1":[{' in s.admin("allocateMQ", "-t", "HoldT", "-i", "10.0.0.1,10.0.0.2")
+    assert "Avg RT" in s.admin("checkMsgSendRT", "-t", "HoldT", "-a", "3", "-s", "64")
+    assert "sendStatus=SEND_OK" in s.admin("sendMsgStatus", "-b", "broker-a", "-c", "2", "-s", "64")
+    assert "success" in s.admin("updateKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "KvT", "-v", "broker-a:4")
+    assert "success" in s.admin("deleteKvConfig", "-s", "ORDER_TOPIC_CONFIG", "-k", "KvT")
+    assert "success" in s.admin("updateOrderConf", "-t", "OrdT", "-m", "put", "-v", "broker-a:4")
+    assert "orderConf=[broker-a:4]" in s.admin("updateOrderConf", "-t", "OrdT", "-m", "get")
+    assert "success" in s.admin("updateOrderConf", "-t", "OrdT", "-m", "delete")
+    assert "success" in s.admin("updateTopicPerm", "-c", "DefaultCluster", "-t", "HoldT", "-p", "6")
+    assert re.search(r"groupName\s+=\s+cg_hold", s.admin("getConsumerConfig", "-g", "cg_hold"))
+    assert re.search(r"broker-a\s+0\s+\d+", s.admin("skipAccumulatedMessage", "-g", "cg_hold", "-t", "HoldT"))
+    assert "OK" in s.admin("wipeWritePerm", "-b", "broker-a")
+    assert "OK" in s.admin("addWritePerm", "-b", "broker-a")
     _code, out = s.run(["admin", "clusterRT", "-a", "2", "-s", "64", "-i", "1", "-n", s.namesrv], 12)
     assert re.search(r"DefaultCluster\s+broker-a\s+[\d.]+\s+2\s+0", out), out

@@ -1,7 +1,7 @@
 // The Java client 4.9 against a broker: producers, push consumers (concurrent, tag filters, where to
 // start, orderly, broadcasting, retries to the dead-letter queue, rebalancing), the pull consumer and the
 // lite pull consumer. Usage: ClientCompatCheck NAMESRV_ADDR SECTION... (sections: producer push where
-// orderly broadcast retry rebalance pull litepull; "all" runs every one; holdN keeps a producer and a consumer
+// orderly broadcast retry rebalance pull litepull orderlydlq namespace; "all" runs every one; holdN keeps a producer and a consumer
 // of topic HoldT online for N seconds, for the admin tools). Prints "FAIL <what>" for every
 // failed check and "RESULT <section> bad=<n>" per section; exits 1 when any check failed.
 import java.nio.charset.StandardCharsets;
@@ -109,6 +109,14 @@ public class ClientCompatCheck {
         SendResult br = p.send(batch);
         check(br.getSendStatus() == SendStatus.SEND_OK, "batch send " + br);
         check(br.getMsgId() != null && br.getMsgId().split(",").length == 10, "batch msg ids " + br.getMsgId());
+        MessageQueue mq2 = new MessageQueue(t, "broker-a", 2);
+        SendResult toMq = p.send(msg(t, "TagG", "mq0", "mq-body-0", sent), mq2);
+        check(toMq.getSendStatus() == SendStatus.SEND_OK && toMq.getMessageQueue().getQueueId() == 2, "send to a queue " + toMq);
+        List<Message> batch2 = new ArrayList<>();
+        for (int i = 0; i < 5; i++) batch2.add(msg(t, "TagH", "bmq" + i, "bmq-body-" + i, sent));
+        SendResult br2 = p.send(batch2, mq2);
+        check(br2.getSendStatus() == SendStatus.SEND_OK && br2.getMessageQueue().getQueueId() == 2
+            && br2.getQueueOffset() == toMq.getQueueOffset() + 1, "batch send to a queue " + br2);
         StringBuilder big = new StringBuilder();
         for (int i = 0; big.length() < 20000; i++) big.append("line ").append(i).append(" of a compressible body\n");
         Message bigMsg = msg(t, "TagF", "big0", big.toString(), sent);
@@ -363,16 +371,20 @@ public class ClientCompatCheck {
         }
         check(retryTopics.isEmpty(), "retried messages show their own topic, not " + retryTopics);
         long dlqMax = -1;
-        for (int i = 0; i < 300 && dlqMax < 3; i++) {
-            try {
-                dlqMax = p.maxOffset(dlq);
-            } catch (Exception e) {
-                Thread.sleep(100);
-            }
-        }
+        for (int i = 0; i < 150 && dlqMax < 3; i++) dlqMax = maxOffsetOrMinus1(p, dlq);
         check(dlqMax == 3, "dead-letter queue " + dlq + " max offset " + dlqMax);
         c.shutdown();
         p.shutdown();
+    }
+
+    /** The queue's max offset after a pause of 100 ms, -1 while its topic has no route. */
+    static long maxOffsetOrMinus1(DefaultMQProducer p, MessageQueue mq) throws InterruptedException {
+        Thread.sleep(100);
+        try {
+            return p.maxOffset(mq);
+        } catch (Exception e) {
+            return -1;
+        }
     }
 
     static class MixAllNames {
@@ -599,6 +611,76 @@ public class ClientCompatCheck {
         p.shutdown();
     }
 
+    // --- orderly: a message that keeps failing goes to the DLQ after maxReconsumeTimes ------------------------------
+    static void orderlyDlq() throws Exception {
+        DefaultMQProducer p = producer("pg_odlq");
+        String t = topic("ODlqT", p);
+        String group = "cg_odlq" + run;
+        Map<String, AtomicInteger> tries = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer c = push(group, "c_odlq" + run);
+        c.setMaxReconsumeTimes(2);
+        c.setSuspendCurrentQueueTimeMillis(100);
+        c.subscribe(t, "*");
+        c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                tries.computeIfAbsent(m.getKeys(), k -> new AtomicInteger()).incrementAndGet();
+                if (m.getKeys().equals("bad")) return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT;
+            }
+            return ConsumeOrderlyStatus.SUCCESS;
+        });
+        c.start();
+        MessageQueueSelector q0 = (l, m, arg) -> l.get(0);
+        p.send(new Message(t, "x", "bad", "b".getBytes(StandardCharsets.UTF_8)), q0, 0);
+        p.send(new Message(t, "x", "after", "a".getBytes(StandardCharsets.UTF_8)), q0, 0);
+        check(await(30000, () -> tries.containsKey("after")), "orderly queue moved on after the bad message: " + tries);
+        check(tries.getOrDefault("bad", new AtomicInteger()).get() == 3, "bad message tried " + tries.get("bad"));
+        MessageQueue dlq = new MessageQueue(MixAllNames.DLQ + group, "broker-a", 0);
+        long dlqMax = -1;
+        for (int i = 0; i < 150 && dlqMax < 1; i++) dlqMax = maxOffsetOrMinus1(p, dlq);
+        check(dlqMax == 1, "orderly dead-letter queue max offset " + dlqMax);
+        c.shutdown();
+        p.shutdown();
+    }
+
+    // --- namespaces and batch consumption -------------------------------------------------------------------------------
+    static void namespace() throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer("ns1", "pg_ns" + run);
+        p.setNamesrvAddr(ns);
+        p.setInstanceName("p_ns" + run);
+        p.start();
+        String t = "NsT" + run;
+        for (int i = 0; i < 20; i++) p.send(new Message(t, "x", "n" + i, ("ns" + i).getBytes(StandardCharsets.UTF_8)));
+        Set<String> got = ConcurrentHashMap.newKeySet();
+        AtomicInteger biggest = new AtomicInteger();
+        Set<String> topics = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer("ns1", "cg_ns" + run);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("c_ns" + run);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.setConsumeMessageBatchMaxSize(10);
+        c.subscribe(t, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            biggest.accumulateAndGet(msgs.size(), Math::max);
+            for (MessageExt m : msgs) {
+                got.add(m.getKeys());
+                topics.add(m.getTopic());
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        check(await(30000, () -> got.size() >= 20), "namespace consumer got " + got.size() + " of 20");
+        check(topics.equals(Set.of(t)), "topics seen without the namespace: " + topics);
+        check(biggest.get() > 1, "batch consumption gave at most " + biggest + " messages at once");
+        DefaultMQPullConsumer raw = new DefaultMQPullConsumer("cg_nsraw" + run);
+        raw.setNamesrvAddr(ns);
+        raw.setInstanceName("c_nsraw" + run);
+        raw.start();
+        check(raw.fetchSubscribeMessageQueues("ns1%" + t).size() > 0, "the topic lives as ns1%" + t);
+        raw.shutdown();
+        c.shutdown();
+        p.shutdown();
+    }
+
     // --- hold: a live producer and push consumer for the admin tools (topic HoldT, groups pg_hold, cg_hold) ---
     static void hold(int seconds) throws Exception {
         DefaultMQProducer p = new DefaultMQProducer("pg_hold");
@@ -627,7 +709,7 @@ public class ClientCompatCheck {
         List<String> sections = new ArrayList<>(Arrays.asList(args).subList(1, args.length));
         if (sections.isEmpty() || sections.contains("all")) {
             sections = List.of("producer", "push", "where", "orderly", "broadcast", "retry", "rebalance", "pull",
-                "litepull");
+                "litepull", "orderlydlq", "namespace");
         }
         int total = 0;
         for (String s : sections) {
@@ -644,6 +726,8 @@ public class ClientCompatCheck {
                     case "rebalance": rebalance(); break;
                     case "pull": pull(); break;
                     case "litepull": litepull(); break;
+                    case "orderlydlq": orderlyDlq(); break;
+                    case "namespace": namespace(); break;
                     default:
                         if (s.startsWith("hold")) {
                             hold(Integer.parseInt(s.substring(4)));
