@@ -207,5 +207,11 @@ def _check_verbs(s: Servers) -> None:
     assert re.search(r"broker-a\s+0\s+\d+", s.admin("skipAccumulatedMessage", "-g", "cg_hold", "-t", "HoldT"))
     assert "OK" in s.admin("wipeWritePerm", "-b", "broker-a")
     assert "OK" in s.admin("addWritePerm", "-b", "broker-a")
+    code, out = s.run(["java-client", "ClientCompatCheck", s.namesrv, "trace"], timeout=120)
+    traced = re.search(r"^TRACED (\S+)", out, re.M)
+    assert code == 0 and traced, out[-3000:]
+    out = s.admin("queryMsgTraceById", "-i", traced.group(1))
+    assert re.search(r"^Pub\s+pg_trace\S*\s+\S+\s+.*success", out, re.M), out
+    assert re.search(r"^Sub\s+cg_trace\S*\s+\S+\s+.*success", out, re.M), out
     _code, out = s.run(["admin", "clusterRT", "-a", "2", "-s", "64", "-i", "1", "-n", s.namesrv], 12)
     assert re.search(r"DefaultCluster\s+broker-a\s+[\d.]+\s+2\s+0", out), out

@@ -1,7 +1,7 @@
 // The Java client 4.9 against a broker: producers, push consumers (concurrent, tag filters, where to
 // start, orderly, broadcasting, retries to the dead-letter queue, rebalancing), the pull consumer and the
 // lite pull consumer. Usage: ClientCompatCheck NAMESRV_ADDR SECTION... (sections: producer push where
-// orderly broadcast retry rebalance pull litepull orderlydlq namespace; "all" runs every one; holdN keeps a producer and a consumer
+// orderly broadcast retry rebalance pull litepull orderlydlq namespace trace; "all" runs every one; holdN keeps a producer and a consumer
 // of topic HoldT online for N seconds, for the admin tools). Prints "FAIL <what>" for every
 // failed check and "RESULT <section> bad=<n>" per section; exits 1 when any check failed.
 import java.nio.charset.StandardCharsets;
@@ -681,6 +681,32 @@ public class ClientCompatCheck {
         p.shutdown();
     }
 
+    // --- message traces: a producer and a consumer with enableMsgTrace write to RMQ_SYS_TRACE_TOPIC ------------------
+    static void trace() throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer("pg_trace" + run, true);
+        p.setNamesrvAddr(ns);
+        p.setInstanceName("p_trace" + run);
+        p.start();
+        String t = "TraceT" + run;
+        SendResult r = p.send(new Message(t, "x", "tk", "traced".getBytes(StandardCharsets.UTF_8)));
+        AtomicInteger n = new AtomicInteger();
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer("cg_trace" + run, true);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("c_trace" + run);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(t, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            n.addAndGet(msgs.size());
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        check(await(30000, () -> n.get() >= 1), "traced message consumed");
+        Thread.sleep(3000);  // the trace dispatchers send in batches
+        c.shutdown();
+        p.shutdown();
+        System.out.println("TRACED " + r.getMsgId());
+    }
+
     // --- hold: a live producer and push consumer for the admin tools (topic HoldT, groups pg_hold, cg_hold) ---
     static void hold(int seconds) throws Exception {
         DefaultMQProducer p = new DefaultMQProducer("pg_hold");
@@ -709,7 +735,7 @@ public class ClientCompatCheck {
         List<String> sections = new ArrayList<>(Arrays.asList(args).subList(1, args.length));
         if (sections.isEmpty() || sections.contains("all")) {
             sections = List.of("producer", "push", "where", "orderly", "broadcast", "retry", "rebalance", "pull",
-                "litepull", "orderlydlq", "namespace");
+                "litepull", "orderlydlq", "namespace", "trace");
         }
         int total = 0;
         for (String s : sections) {
@@ -728,6 +754,7 @@ public class ClientCompatCheck {
                     case "litepull": litepull(); break;
                     case "orderlydlq": orderlyDlq(); break;
                     case "namespace": namespace(); break;
+                    case "trace": trace(); break;
                     default:
                         if (s.startsWith("hold")) {
                             hold(Integer.parseInt(s.substring(4)));
