@@ -12,41 +12,64 @@ Java's remark.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from rocketq.broker.protocol import (
     Connection,
+    ConsumeQueueData,
     ConsumerConnection,
     ConsumeStats,
+    ConsumeStatsList,
     KVTable,
     LockBatchRequestBody,
     LockBatchResponseBody,
     MessageQueue,
+    MessageQueueForC,
     OffsetWrapper,
     ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
+    QueryConsumeQueueResponseBody,
+    QueryConsumeTimeSpanBody,
+    QueueTimeSpan,
+    ResetOffsetBody,
+    ResetOffsetBodyForC,
     TopicOffset,
     TopicStatsTable,
     decode_body,
     encode_body,
 )
+from rocketq.broker.query_message_processor import select_one_message_by_offset
 from rocketq.broker.topic_validator import SYSTEM_TOPICS, check_not_system_topic, validate_topic
 from rocketq.common import json_compat
-from rocketq.remoting.codes import CURRENT_VERSION, MQVersion, RequestCode, ResponseCode
+from rocketq.common.message_id import decode_offset_message_id
+from rocketq.remoting.codes import CURRENT_VERSION, LanguageCode, MQVersion, RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
-from rocketq.remoting.errors import RemotingError
+from rocketq.remoting.errors import RemotingError, RemotingTimeoutError
 from rocketq.remoting.transport import RemotingConnection
 from rocketq.store.config_json import SubscriptionGroupConfig, TopicConfig
+from rocketq.store.store_config import parse_properties
 
 if TYPE_CHECKING:
     from rocketq.broker.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[RemotingConnection, RemotingCommand], "RemotingCommand | None"]
+Handler = Callable[[RemotingConnection, RemotingCommand], "RemotingCommand | Awaitable[RemotingCommand] | None"]
+
+#: ``Broker2Client.callClient``'s wait for a consumer's answer (seconds).
+CALL_CLIENT_TIMEOUT = 10.0
+
+#: Settings ``UPDATE_BROKER_CONFIG`` leaves alone: they were used at start (sockets, files, identity), and
+#: rocketq derives its announced address from some of them, where Java's copies just go stale.
+FIXED_AT_START = frozenset({"listenPort", "haListenPort", "brokerIP1", "brokerIP2", "brokerName",
+                            "brokerClusterName", "brokerId", "storePathRootDir", "storePathCommitLog",
+                            "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "namesrvAddr"})  # fmt: skip
 
 
 def _version_desc(version: int) -> str:
@@ -82,6 +105,19 @@ class AdminBrokerProcessor:
             RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topic_list,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.GET_BROKER_CONSUME_STATS: self.fetch_all_consume_stats_in_broker,
+            RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
+            RequestCode.QUERY_CONSUME_TIME_SPAN: self.query_consume_time_span,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
+            RequestCode.GET_ALL_PRODUCER_INFO: self.get_all_producer_info,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
+            RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
+            RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
         }
 
     async def process_request(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
@@ -91,7 +127,10 @@ class AdminBrokerProcessor:
         if handler is None:
             return make_response_for(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                      f" request type {request.code} not supported")  # fmt: skip
-        return handler(conn, request)
+        answer = handler(conn, request)
+        if inspect.isawaitable(answer):
+            return await answer
+        return answer
 
     # --- topics -----------------------------------------------------------------------------------------
     def update_and_create_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -283,6 +322,62 @@ class AdminBrokerProcessor:
                 stats.offset_table[MessageQueue(t, ctl.broker_config.broker_name, i)] = wrapper
         return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(stats))
 
+    def fetch_all_consume_stats_in_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): every subscription group's stats of each topic
+        it has offsets of (``isOrder``: of order topics only)."""
+        ctl = self.controller
+        is_order = request.header.get_bool("isOrder", False)
+        store = ctl.store
+        result = ConsumeStatsList(broker_addr=ctl.broker_addr)
+        for group in list(ctl.subscription_group_manager.table.subscription_group_table):
+            per_group: list[ConsumeStats] = []
+            for topic in ctl.consumer_offset_manager.topics_of_group(group):
+                cfg = ctl.topic_config_manager.select_topic_config(topic)
+                if cfg is None or (is_order and not cfg.order):
+                    continue
+                if (ctl.consumer_manager.find_subscription_data(group, topic) is None
+                        and ctl.consumer_manager.find_subscription_data_count(group) > 0):  # fmt: skip
+                    continue
+                stats = ConsumeStats()
+                for i in range(cfg.write_queue_nums):
+                    broker_offset = max(store.get_max_offset_in_queue(topic, i), 0)
+                    consumer_offset = max(ctl.consumer_offset_manager.query_offset(group, topic, i), 0)
+                    wrapper = OffsetWrapper(broker_offset=broker_offset, consumer_offset=consumer_offset)
+                    if consumer_offset - 1 >= 0:
+                        ts = store.get_message_store_timestamp(topic, i, consumer_offset - 1)
+                        if ts > 0:
+                            wrapper.last_timestamp = ts
+                    stats.offset_table[MessageQueue(topic, ctl.broker_config.broker_name, i)] = wrapper
+                result.total_diff += sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
+                per_group.append(stats)
+            result.consume_stats_list.append({group: per_group})
+        return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(result))
+
+    def query_consume_time_span(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUME_TIME_SPAN: per queue, the first and last store times and where the group is."""
+        ctl = self.controller
+        h = request.header
+        topic, group = h.get_str("topic"), h.get_str("group")
+        cfg = ctl.topic_config_manager.select_topic_config(topic)
+        if cfg is None:
+            return make_response_for(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = ctl.store
+        spans: list[QueueTimeSpan] = []
+        now = time.time_ns() // 1_000_000
+        for i in range(cfg.write_queue_nums):
+            min_time = store.get_earliest_message_time(topic, i)
+            max_offset = store.get_max_offset_in_queue(topic, i)
+            mq = MessageQueue(topic, ctl.broker_config.broker_name, i)
+            max_time = store.get_message_store_timestamp(topic, i, max_offset - 1)
+            span = QueueTimeSpan(mq, min_time_stamp=min_time, max_time_stamp=max_time)
+            consumer_offset = ctl.consumer_offset_manager.query_offset(group, topic, i)
+            span.consume_time_stamp = (store.get_message_store_timestamp(topic, i, consumer_offset - 1)
+                                       if consumer_offset > 0 else min_time)  # fmt: skip
+            if consumer_offset < max_offset:
+                span.delay_time = now - store.get_message_store_timestamp(topic, i, consumer_offset)
+            spans.append(span)
+        return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(QueryConsumeTimeSpanBody(spans)))
+
     def get_broker_runtime_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(KVTable(self.runtime_info())))
 
@@ -344,6 +439,215 @@ class AdminBrokerProcessor:
         version = json_compat.dumps(ctl.topic_config_manager.data_version)
         return make_response_for(request, ResponseCode.SUCCESS, ext_fields={"version": version},
                                  body=("\n".join(lines) + "\n").encode("utf-8"))  # fmt: skip
+
+    # --- store housekeeping --------------------------------------------------------------------------------
+    def clean_expired_consume_queue(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (mqadmin cleanExpiredCQ)."""
+        log.warning("cleanExpiredConsumeQueue called by %s: %d consume queues destroyed", conn.remote_address,
+                    self.controller.store.clean_expired_consumer_queue())  # fmt: skip
+        return make_response_for(request, ResponseCode.SUCCESS)
+
+    def delete_expired_commit_log(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (mqadmin deleteExpiredCommitLog): expired files go in the next cleaning
+        rounds, whatever the hour (``executeDeleteFilesManually``)."""
+        log.warning("deleteExpiredCommitLog called by %s", conn.remote_address)
+        self.controller.store.execute_delete_files_manually()
+        return make_response_for(request, ResponseCode.SUCCESS)
+
+    def clean_unused_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC (mqadmin cleanUnusedTopic): consume queues of topics the broker has no config of."""
+        ctl = self.controller
+        in_use = set(ctl.topic_config_manager.topic_config_table())
+        log.warning("cleanUnusedTopic called by %s: %d consume queues destroyed", conn.remote_address,
+                    ctl.store.clean_unused_topics(in_use))  # fmt: skip
+        return make_response_for(request, ResponseCode.SUCCESS)
+
+    def query_consume_queue(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE (mqadmin queryCq): ``count`` units of a consume queue from ``index``."""
+        ctl = self.controller
+        h = request.header
+        topic, queue_id = h.get_str("topic"), h.get_int("queueId")
+        cq = ctl.store.find_consume_queue(topic, queue_id, create=False)
+        if cq is None:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
+        body = QueryConsumeQueueResponseBody(max_queue_index=cq.get_max_offset_in_queue(),
+                                             min_queue_index=cq.get_min_offset_in_queue())  # fmt: skip
+        group = h.get_str("consumerGroup", None)
+        if group is not None:
+            body.subscription_data = ctl.consumer_manager.find_subscription_data(group, topic)
+            # a tag subscription has no filter data: Java writes JSON.toJSONString(null)
+            body.filter_data = f"{group}@{topic} is not online!" if body.subscription_data is None else "null"
+        index, count = h.get_long("index"), h.get_int("count")
+        units = cq.get_index_buffer(index, max(count, 0))
+        if units is None:
+            remark = f"Index {index} of {queue_id}@{topic} is not exist!"
+            return make_response_for(request, ResponseCode.SUCCESS, remark, body=encode_body(body))
+        body.queue_data = [ConsumeQueueData(int(u["phys"]), int(u["size"]), int(u["tags"])) for u in units]
+        return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(body))
+
+    def view_broker_stats_data(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """VIEW_BROKER_STATS_DATA (mqadmin statsAll, exportMetrics): sum and TPS of the last minute, hour and
+        day of TOPIC_PUT_NUMS (key: topic) or GROUP_GET_NUMS (key: topic@group); other stats are not kept."""
+        ctl = self.controller
+        h = request.header
+        name, key = h.get_str("statsName"), h.get_str("statsKey")
+        if name == "TOPIC_PUT_NUMS" and ctl.topic_config_manager.select_topic_config(key) is not None:
+            stats = ctl.topic_put_stats
+            stats.totals[key] = ctl.topic_put_total(key)
+        elif name == "GROUP_GET_NUMS" and key in ctl.group_get_stats.totals:
+            stats = ctl.group_get_stats
+        else:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        minute, hour, day = ({"sum": total, "tps": tps, "avgpt": 0.0} for total, tps in stats.snapshot(key))
+        body = {"statsMinute": minute, "statsHour": hour, "statsDay": day}
+        return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(body))
+
+    def get_all_producer_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_PRODUCER_INFO (mqadmin producer): every producer connection, by group."""
+        table = ProducerTableInfo()
+        for group, channels in list(self.controller.producer_manager.group_channel_table.items()):
+            table.data[group] = [ProducerInfo(c.client_id, "/" + c.connection.remote_address, c.language.name,
+                                              c.version, c.last_update_timestamp)
+                                 for c in list(channels.values())]  # fmt: skip
+        return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(table))
+
+    # --- configuration -----------------------------------------------------------------------------------
+    def update_broker_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig): a properties body applied to the running configs.
+
+        As Java's ``Configuration.update``: unknown keys and values that do not parse are skipped, the answer
+        is SUCCESS; a ``brokerPermission`` change is announced to the name servers at once.
+        """
+        if request.body:
+            props = parse_properties(request.body.decode("utf-8", "replace"))
+            log.info("updateBrokerConfig called by %s: %s", conn.remote_address, props)
+            fixed = sorted(k for k in props if k in FIXED_AT_START)
+            if fixed:
+                log.warning("updateBrokerConfig: %s cannot change while the broker runs: left as they are", fixed)
+            self.controller.update_config({k: v for k, v in props.items() if k not in FIXED_AT_START})
+        return make_response_for(request, ResponseCode.SUCCESS)
+
+    # --- offsets of groups --------------------------------------------------------------------------------
+    def clone_group_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """CLONE_GROUP_OFFSET (mqadmin cloneGroupOffset): copy a group's offsets of a topic (or of all its
+        topics) to another group."""
+        ctl = self.controller
+        h = request.header
+        src, dest = h.get_str("srcGroup"), h.get_str("destGroup")
+        topic = h.get_str("topic", "")
+        topics = [topic] if topic.strip() else ctl.consumer_offset_manager.topics_of_group(src)
+        offsets = ctl.consumer_offset_manager
+        for t in topics:
+            if ctl.topic_config_manager.select_topic_config(t) is None:
+                log.warning("cloneGroupOffset: topic %s does not exist", t)
+                continue
+            if (not h.get_bool("offline", False) and ctl.consumer_manager.find_subscription_data(src, t) is None
+                    and ctl.consumer_manager.find_subscription_data_count(src) > 0):  # fmt: skip
+                log.warning("cloneGroupOffset: the consumer group[%s] does not consume %s", src, t)
+                continue
+            with offsets._lock:  # the manager's own lock: the periodic persist may be reading the table
+                table = offsets.offset_table.get(offsets.key(t, src))
+                if table is not None:
+                    offsets.offset_table[offsets.key(t, dest)] = dict(table)
+        return make_response_for(request, ResponseCode.SUCCESS)
+
+    async def reset_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET (mqadmin resetOffsetByTime): ``Broker2Client.resetOffset``.
+
+        The offsets at the time (``-1``: the max offsets) go to every online consumer of the group in a
+        one-way RESET_CONSUMER_CLIENT_OFFSET; the consumers adopt and commit them. A group with no consumer
+        online gets CONSUMER_NOT_ONLINE, on which the tool falls back to committing offsets itself.
+        """
+        ctl = self.controller
+        h = request.header
+        topic, group = h.get_str("topic"), h.get_str("group")
+        timestamp, force = h.get_long("timestamp"), h.get_bool("isForce", True)
+        cfg = ctl.topic_config_manager.select_topic_config(topic)
+        if cfg is None:
+            remark = f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR, remark)
+        table: dict[MessageQueue, int] = {}
+        for i in range(cfg.write_queue_nums):
+            consumer_offset = ctl.consumer_offset_manager.query_offset(group, topic, i)
+            if consumer_offset == -1:
+                return make_response_for(request, ResponseCode.SYSTEM_ERROR, f"THe consumer group <{group}> not exist")
+            if timestamp == -1:
+                offset = ctl.store.get_max_offset_in_queue(topic, i)
+            else:
+                offset = ctl.store.get_offset_in_queue_by_time(topic, i, timestamp)
+            offset = max(offset, 0)
+            mq = MessageQueue(topic, ctl.broker_config.broker_name, i)
+            table[mq] = offset if force or offset < consumer_offset else consumer_offset
+        if request.language == LanguageCode.CPP:
+            body = encode_body(ResetOffsetBodyForC([MessageQueueForC(mq.topic, mq.broker_name, mq.queue_id, off)
+                                                    for mq, off in table.items()]))  # fmt: skip
+        else:
+            body = encode_body(ResetOffsetBody(table))
+        info = ctl.consumer_manager.get_consumer_group_info(group)
+        channels = list(info.channel_info_table.values()) if info is not None else []
+        if not channels:
+            remark = (f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
+                      f"Timestamp: {timestamp}")  # fmt: skip
+            return make_response_for(request, ResponseCode.CONSUMER_NOT_ONLINE, remark)
+        for channel in channels:
+            if channel.version < MQVersion.V3_0_7_SNAPSHOT:
+                return make_response_for(request, ResponseCode.SYSTEM_ERROR, "the client does not support this "
+                                         f"feature. version={_version_desc(channel.version)}")  # fmt: skip
+        header = {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force}
+        for channel in channels:
+            try:
+                await channel.connection.invoke_oneway(create_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                                                                      header, body, oneway=True))  # fmt: skip
+                log.info("[reset-offset] topic=%s group=%s sent to %s", topic, group, channel.client_id)
+            except (RemotingError, OSError) as exc:
+                log.warning("[reset-offset] topic=%s group=%s to %s failed: %s", topic, group, channel.client_id, exc)
+        return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(ResetOffsetBody(table)))
+
+    # --- calls passed on to a consumer ------------------------------------------------------------------
+    async def get_consumer_running_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): asked of the consumer itself."""
+        h = request.header
+        return await self._call_consumer(RequestCode.GET_CONSUMER_RUNNING_INFO, request, h.get_str("consumerGroup"),
+                                         h.get_str("clientId"), request.body)  # fmt: skip
+
+    async def consume_message_directly(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY (queryMsgByUniqueKey/queryMsgById with -g -d): the message the offset id
+        names, handed to one consumer's listener."""
+        ctl = self.controller
+        h = request.header
+        body = request.body
+        try:
+            _host, offset = decode_offset_message_id(h.get_str("msgId"))
+        except (ValueError, KeyError) as exc:
+            log.warning("consumeMessageDirectly: bad msgId: %s", exc)
+        else:
+            body = select_one_message_by_offset(ctl.store, offset) or body
+        fields = dict(request.ext_fields or {})
+        fields["brokerName"] = ctl.broker_config.broker_name
+        return await self._call_consumer(RequestCode.CONSUME_MESSAGE_DIRECTLY, request, h.get_str("consumerGroup"),
+                                         h.get_str("clientId"), body, fields)  # fmt: skip
+
+    async def _call_consumer(self, code: int, request: RemotingCommand, group: str, client_id: str,
+                             body: bytes | None, fields: dict[str, str] | None = None) -> RemotingCommand:  # fmt: skip
+        """``callConsumer``: the request, under ``code``, to the client's connection; its answer is ours."""
+        channel = self.controller.consumer_manager.find_channel(group, client_id)
+        if channel is None:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR,
+                                     f"The Consumer <{group}> <{client_id}> not online")  # fmt: skip
+        if channel.version < MQVersion.V3_1_8_SNAPSHOT:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR,
+                                     f"The Consumer <{client_id}> Version <{_version_desc(channel.version)}> too low "
+                                     "to finish, please upgrade it to V3_1_8_SNAPSHOT")  # fmt: skip
+        forward = create_request(code, dict(request.ext_fields or {}) if fields is None else fields, body)
+        try:
+            answer = await channel.connection.invoke(forward, timeout=CALL_CLIENT_TIMEOUT)
+        except RemotingTimeoutError as exc:
+            return make_response_for(request, ResponseCode.CONSUME_MSG_TIMEOUT,
+                                     f"consumer <{group}> <{client_id}> Timeout: {exc}")  # fmt: skip
+        except (RemotingError, OSError) as exc:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR,
+                                     f"invoke consumer <{group}> <{client_id}> Exception: {exc}")  # fmt: skip
+        return make_response_for(request, answer.code, answer.remark, ext_fields=answer.ext_fields, body=answer.body)
 
     # --- name server pass-through ------------------------------------------------------------------------
     async def get_broker_cluster_info(self, request: RemotingCommand) -> RemotingCommand:

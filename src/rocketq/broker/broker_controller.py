@@ -35,7 +35,7 @@ from typing import Any
 from rocketq.broker.admin_broker_processor import AdminBrokerProcessor
 from rocketq.broker.broker_config import BrokerConfig, sync_store_config
 from rocketq.broker.broker_outer_api import BrokerOuterAPI
-from rocketq.broker.broker_stats import BrokerStats
+from rocketq.broker.broker_stats import BrokerStats, KeyedStats
 from rocketq.broker.client_manage_processor import ClientManageProcessor
 from rocketq.broker.consumer_manage_processor import ConsumerManageProcessor
 from rocketq.broker.consumer_manager import ConsumerGroupEvent, ConsumerManager
@@ -53,6 +53,7 @@ from rocketq.broker.timer_message_service import TIMER_TOPIC, TimerMessageServic
 from rocketq.broker.topic_config_manager import BrokerTopicConfigManager
 from rocketq.broker.topic_validator import PERM_READ, PERM_WRITE
 from rocketq.broker.transactional_message_check_service import TransactionalMessageCheckService
+from rocketq.common.errors import RocketqError
 from rocketq.common.message import MessageExt
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 from rocketq.remoting.codes import RequestCode
@@ -100,6 +101,9 @@ class BrokerController:
         sync_store_config(broker_config, self.store_config)
         self.store = MessageStore(self.store_config)
         self.stats = BrokerStats()
+        #: VIEW_BROKER_STATS_DATA's TOPIC_PUT_NUMS (by topic; filled at start) and GROUP_GET_NUMS (topic@group)
+        self.topic_put_stats = KeyedStats()
+        self.group_get_stats = KeyedStats()
         self.boot_timestamp = time.time_ns() // 1_000_000
         self.topic_config_manager = BrokerTopicConfigManager(
             self.store.topic_config_manager, broker_config,
@@ -192,6 +196,7 @@ class BrokerController:
         self._register_lock = asyncio.Lock()
         await asyncio.to_thread(self._open_store)
         self._store_open = True
+        self.topic_put_stats = KeyedStats(self.topic_put_totals())  # what the store held before counts not
         try:
             self.topic_config_manager.add_builtin_topics()
             self.subscription_group_manager.add_builtin_groups()
@@ -300,6 +305,18 @@ class BrokerController:
 
     def _sample_stats(self) -> None:
         self.stats.sample()
+        self.topic_put_stats.totals = self.topic_put_totals()
+        self.topic_put_stats.sample()
+        self.group_get_stats.sample()
+
+    def topic_put_totals(self) -> dict[str, int]:
+        """Messages each topic's consume queues hold up to now (their max offsets): puts are counted here, at
+        dispatch, rather than on the send path."""
+        return {topic: self.topic_put_total(topic) for topic in list(self.store.consume_queue_table)}
+
+    def topic_put_total(self, topic: str) -> int:
+        queues = self.store.consume_queue_table.get(topic, {})
+        return sum(cq.get_max_offset_in_queue() for cq in list(queues.values()))
 
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
         task = asyncio.ensure_future(coro)
@@ -436,6 +453,22 @@ class BrokerController:
                 offsets.offset_table.pop(offsets.key(topic, group), None)
         self.store.delete_topics([topic])
 
+    def update_config(self, props: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG's changes, as Java's ``Configuration.update``: each setting the broker or its
+        store knows takes the new value, one that does not parse is skipped; a ``brokerPermission`` change is
+        announced to the name servers at once."""
+        for key, raw in props.items():
+            for cfg in (self.broker_config, self.store_config):
+                try:
+                    cfg.apply_properties({key: raw})
+                except RocketqError as exc:
+                    log.warning("updateBrokerConfig: %s=%r skipped: %s", key, raw, exc)
+        sync_store_config(self.broker_config, self.store_config)
+        if "brokerPermission" in props:
+            self.topic_config_manager.data_version.next_version()
+            if self._started and self._register_lock is not None:
+                self._spawn(self.register_broker_all(), "register after a brokerPermission change")
+
     def all_config_properties(self) -> dict[str, str]:
         """Every broker and store setting under its ``broker.conf`` name (GET_BROKER_CONFIG)."""
         props: dict[str, str] = {}
@@ -445,6 +478,10 @@ class BrokerController:
             value = getattr(self.broker_config, f.name)
             if value is not None:
                 props[name] = _text(value)
+        # Java settings rocketq has no use for, at their 4.9 values: mqadmin exportConfigs reads them
+        # (and fails with a NullPointerException on a missing one).
+        props.setdefault("filterServerNums", "0")
+        props.setdefault("useTLS", "false")
         return props
 
 

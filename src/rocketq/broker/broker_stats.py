@@ -62,3 +62,46 @@ class BrokerStats:
     def tps_string(self, kind: str) -> str:
         now = time.monotonic()
         return " ".join(f"{self.tps(kind, w, now):.2f}" for w in _WINDOWS_S)
+
+
+class KeyedStats:
+    """Message counts per key, as ``BrokerStatsManager``'s stats items (``TOPIC_PUT_NUMS`` by topic,
+    ``GROUP_GET_NUMS`` by ``topic@group``) that VIEW_BROKER_STATS_DATA reports: the sum and TPS of the last
+    minute, hour and day.
+
+    Totals are kept since start; :meth:`sample` records them (every call for the minute, every 10 min for the
+    hour, every hour for the day, as Java samples), and a window's sum is the total now less the total at
+    the oldest sample inside it. Before a window has filled, it covers the time since start.
+    """
+
+    #: (window in seconds, least gap between two samples of it)
+    _WINDOWS = ((60.0, 0.0), (3600.0, 600.0), (86400.0, 3600.0))
+
+    def __init__(self, totals: dict[str, int] | None = None, now: float | None = None) -> None:
+        self.totals: dict[str, int] = dict(totals or {})
+        self._samples: tuple[deque[tuple[float, dict[str, int]]], ...] = tuple(deque() for _ in self._WINDOWS)
+        self.sample(now)
+
+    def add(self, key: str, n: int = 1) -> None:
+        self.totals[key] = self.totals.get(key, 0) + n
+
+    def sample(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        for (window, gap), samples in zip(self._WINDOWS, self._samples, strict=True):
+            if not samples or now - samples[-1][0] >= gap:
+                samples.append((now, dict(self.totals)))
+            # keep the last sample at or before the window's start: the base of a full window
+            while len(samples) > 1 and now - samples[1][0] >= window:
+                samples.popleft()
+
+    def snapshot(self, key: str, now: float | None = None) -> list[tuple[int, float]]:
+        """(sum, tps) of the last minute, hour and day."""
+        now = time.monotonic() if now is None else now
+        current = self.totals.get(key, 0)
+        out: list[tuple[int, float]] = []
+        for (window, _gap), samples in zip(self._WINDOWS, self._samples, strict=True):
+            base_time, base = next(((t, s) for t, s in samples if now - t <= window), samples[-1])
+            total = max(current - base.get(key, 0), 0)
+            elapsed = now - base_time
+            out.append((total, total / elapsed if elapsed > 0 else 0.0))
+        return out

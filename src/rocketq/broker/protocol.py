@@ -142,6 +142,89 @@ class ConsumeStats:
 
 
 @dataclass
+class ConsumeStatsList:
+    """Body of GET_BROKER_CONSUME_STATS: per group, the stats of each topic it has offsets of."""
+
+    broker_addr: str = ""
+    consume_stats_list: list[dict[str, list[ConsumeStats]]] = field(default_factory=list)
+    total_diff: int = 0
+
+
+@dataclass
+class QueueTimeSpan:
+    message_queue: MessageQueue = field(default_factory=MessageQueue)
+    min_time_stamp: int = 0
+    max_time_stamp: int = 0
+    consume_time_stamp: int = 0
+    delay_time: int = 0
+
+
+@dataclass
+class QueryConsumeTimeSpanBody:
+    consume_time_span_set: list[QueueTimeSpan] = field(default_factory=list)
+
+
+@dataclass
+class ResetOffsetBody:
+    """Body of RESET_CONSUMER_CLIENT_OFFSET and of the INVOKE_BROKER_TO_RESET_OFFSET answer."""
+
+    offset_table: dict[MessageQueue, int] = field(default_factory=dict)
+
+
+@dataclass
+class MessageQueueForC:
+    topic: str = ""
+    broker_name: str = ""
+    queue_id: int = 0
+    offset: int = 0
+
+
+@dataclass
+class ResetOffsetBodyForC:
+    """The C++ client's form of :class:`ResetOffsetBody`: a list instead of an object-keyed map."""
+
+    offset_table: list[MessageQueueForC] = field(default_factory=list)
+
+
+@dataclass
+class ProducerInfo:
+    client_id: str = ""
+    remote_ip: str = field(default="", metadata={"json": "remoteIP"})
+    language: str = "JAVA"
+    version: int = 0
+    last_update_timestamp: int = 0
+
+
+@dataclass
+class ProducerTableInfo:
+    """Body of GET_ALL_PRODUCER_INFO (mqadmin producer): group → its producers."""
+
+    data: dict[str, list[ProducerInfo]] = field(default_factory=dict)
+
+
+@dataclass
+class ConsumeQueueData:
+    physic_offset: int = 0
+    physic_size: int = 0
+    tags_code: int = 0
+    extend_data_json: str | None = None
+    bit_map: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+
+@dataclass
+class QueryConsumeQueueResponseBody:
+    """Body of QUERY_CONSUME_QUEUE (mqadmin queryCq)."""
+
+    subscription_data: SubscriptionData | None = None
+    filter_data: str | None = None
+    queue_data: list[ConsumeQueueData] | None = None
+    max_queue_index: int = 0
+    min_queue_index: int = 0
+
+
+@dataclass
 class KVTable:
     table: dict[str, str] = field(default_factory=dict)
 

@@ -193,6 +193,7 @@ class PullMessageProcessor:
         response: RemotingCommand | _Suspend
         if code == ResponseCode.SUCCESS:
             ctl.stats.on_get(result.message_count)
+            ctl.group_get_stats.add(f"{topic}@{group}", result.message_count)
             response = make_response_for(request, code, result.status.name, ext_fields=ext,
                                          body=b"".join(result.messages))  # fmt: skip
         elif code == ResponseCode.PULL_NOT_FOUND and broker_allow_suspend and has_suspend:

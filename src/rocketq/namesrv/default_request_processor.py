@@ -8,8 +8,11 @@ broker ids), topic lists as ``{"topicList":[...]}``.
 
 from __future__ import annotations
 
+import logging
+import os
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from rocketq.common import json_compat
@@ -19,6 +22,9 @@ from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.errors import HeaderFieldError
 from rocketq.remoting.transport import RemotingConnection, RemotingServer
+from rocketq.store.store_config import parse_properties
+
+log = logging.getLogger(__name__)
 
 FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
@@ -29,6 +35,13 @@ class DefaultRequestProcessor:
     def __init__(self, routes: RouteInfoManager, kv: KVConfigManager) -> None:
         self.routes = routes
         self.kv = kv
+        #: ``NamesrvConfig`` as getNamesrvConfig shows it; updateNamesrvConfig changes it in memory. Unlike a
+        #: Java name server (off by default), rocketq serves ``orderTopicConf`` with routes unless told not to.
+        self.config: dict[str, str] = {
+            "rocketmqHome": os.environ.get("ROCKETMQ_HOME", ""), "kvConfigPath": str(kv.path),
+            "configStorePath": str(Path.home() / "namesrv" / "namesrv.properties"), "productEnvName": "center",
+            "clusterTest": "false", "orderMessageEnable": "true",
+        }  # fmt: skip
         self.handlers: dict[int, Processor] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -50,6 +63,8 @@ class DefaultRequestProcessor:
             RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topic_list,
             RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_unit_topic_list,
             RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_unit_topic_list,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
         }
 
     def register(self, server: RemotingServer) -> None:
@@ -95,6 +110,27 @@ class DefaultRequestProcessor:
         if table is None:
             return make_response_for(req, ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
         return make_response_for(req, body=json_compat.dumps_bytes({"table": table}))
+
+    # --- the name server's own settings -------------------------------------------------------------------------
+    def get_config(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand:
+        """GET_NAMESRV_CONFIG (mqadmin getNamesrvConfig): ``key=value`` lines."""
+        text = "".join(f"{k}={v}\n" for k, v in self.config.items())
+        return make_response_for(req, body=text.encode("utf-8"))
+
+    def update_config(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand:
+        """UPDATE_NAMESRV_CONFIG (mqadmin updateNamesrvConfig): a properties body; as Java's
+        ``Configuration.update``, unknown keys and values that do not parse are skipped."""
+        props = parse_properties((req.body or b"").decode("utf-8", "replace"))
+        log.info("updateNamesrvConfig called by %s: %s", conn.remote_address, props)
+        for key, value in props.items():
+            if key not in self.config:
+                continue
+            if key in ("clusterTest", "orderMessageEnable"):
+                if value.strip().lower() not in ("true", "false"):
+                    continue
+                value = value.strip().lower()
+            self.config[key] = value
+        return make_response_for(req)
 
     # --- brokers ---------------------------------------------------------------------------
     def register_broker(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand:
@@ -161,7 +197,7 @@ class DefaultRequestProcessor:
             remark = f"No topic route info in name server for the topic: {topic}{FAQ_SUFFIX}"
             return make_response_for(req, ResponseCode.TOPIC_NOT_EXIST, remark)
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG, topic)
-        if order_conf:
+        if order_conf and self.config["orderMessageEnable"] == "true":
             route["orderTopicConf"] = order_conf
         # The standard form (string broker ids) parses in every client (spec §7.1).
         return make_response_for(req, body=json_compat.dumps_bytes(route, standard=True))

@@ -316,6 +316,7 @@ class MQVersion(IntEnum):
     V3_0_0_SNAPSHOT = 0
     V3_0_7_SNAPSHOT = 28  # below it a broker does not push RESET_CONSUMER_CLIENT_OFFSET
     V3_0_11 = 37  # REGISTER_BROKER body is a RegisterBrokerBody from here on
+    V3_1_8_SNAPSHOT = 62  # below it a broker does not pass admin calls on to a consumer
     V3_1_8 = 63  # old C++ client build
     V3_4_9 = 121  # ali-ons; maxReconsumeTimes honoured from here on
     V4_1_0_SNAPSHOT = 232  # Java clients refuse SQL92 pulls from older brokers

@@ -1235,6 +1235,40 @@ class MessageStore:
     def topics(self) -> list[str]:
         return sorted(self.consume_queue_table)
 
+    def clean_expired_consumer_queue(self) -> int:
+        """``cleanExpiredConsumerQueue`` (mqadmin cleanExpiredCQ): destroy the consume queues whose last unit
+        points below the commit log's first offset, all of whose messages retention has removed (the delay
+        topic's queues stay). Returns how many were destroyed."""
+        if self.read_only:
+            return 0
+        min_phy = self.get_min_phy_offset()
+        stale: list[tuple[str, int]] = []
+        for topic, queues in list(self.consume_queue_table.items()):
+            if topic == RMQ_SYS_SCHEDULE_TOPIC:
+                continue
+            for queue_id, cq in list(queues.items()):
+                if 0 <= cq.max_physic_offset < min_phy:
+                    stale.append((topic, queue_id))
+        for topic, queue_id in stale:
+            with self._cq_lock:
+                queues = self.consume_queue_table.get(topic, {})
+                cq = queues.pop(queue_id, None)
+                if not queues:
+                    self.consume_queue_table.pop(topic, None)
+            if cq is not None:
+                _log.info("cleanExpiredConsumerQueue: %s %d destroyed, below commit-log offset %d", topic, queue_id,
+                         min_phy)  # fmt: skip
+                cq.destroy()
+                self.commit_log.topic_queue_table.pop(f"{topic}-{queue_id}", None)
+        return len(stale)
+
+    def clean_unused_topics(self, topics_in_use: set[str]) -> int:
+        """``cleanUnusedTopic`` (mqadmin cleanUnusedTopic): the consume queues of every topic not in
+        *topics_in_use* (but the delay and transaction-op topics) destroyed. Returns how many."""
+        unused = [t for t in list(self.consume_queue_table) if t not in topics_in_use
+                  and t not in (RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC)]  # fmt: skip
+        return self.delete_topics(unused)
+
     def delete_topics(self, topics: list[str] | set[str]) -> int:
         """``deleteTopics``: destroy the consume queues of *topics* and forget their next queue offsets
         (a deleted topic created again starts at offset 0). The commit log keeps their records until

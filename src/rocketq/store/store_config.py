@@ -27,7 +27,11 @@ _TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+    return JAVA_NAMES.get(name) or head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+#: Attributes whose Java property name is not their camelCase (``MessageStoreConfig``'s field names).
+JAVA_NAMES = {"broker_ip1": "brokerIP1", "check_crc_on_recover": "checkCRCOnRecover"}
 
 
 @dataclass
@@ -136,7 +140,7 @@ class MessageStoreConfig:
 
     def apply_properties(self, props: dict[str, str]) -> None:
         fields = self.field_names()
-        aliases = {"brokerIP1": "brokerIp1"}
+        aliases = {"brokerIp1": "brokerIP1", "checkCrcOnRecover": "checkCRCOnRecover"}  # earlier rocketq names
         for key, raw in props.items():
             f = fields.get(aliases.get(key, key))
             if f is None:
