@@ -7,16 +7,18 @@ import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from broker_support import client_of, decode_records, props, pull_request, run, running_broker, send_v2, settle
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.broker.expression_message_filter import ExpressionMessageFilter
 from rocketq.broker.loop_dispatch import LOCK_WAIT_S, RECORDS_PER_TURN, LoopDispatcher
 from rocketq.broker.pull_request_hold_service import PullRequestHoldService, WakeReason
+from rocketq.common.codec import encode_batch_body
 from rocketq.common.heartbeat import SubscriptionData
 from rocketq.common.message import Message
-from rocketq.remoting.codes import ResponseCode
-from rocketq.store.message_store import MessageStore, ReputMessageService
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.store.message_store import SCALAR_DISPATCH, MessageStore, ReputMessageService
 from rocketq.store.store_config import MessageStoreConfig
 
 
@@ -57,6 +59,43 @@ def test_a_send_wakes_a_held_pull_without_the_reput_thread(tmp_path: Path) -> No
                 assert time.monotonic() - t0 < 5.0
                 assert r.code == ResponseCode.SUCCESS
                 assert [m.body for m in decode_records(r.body)] == [body]
+
+    run(scenario())
+
+
+def test_a_held_pull_is_answered_before_the_index_of_its_batch_is_built(tmp_path: Path) -> None:
+    """The pull a batch wakes reads only its consume queue: it is answered once the units are in, and the index
+    keys of the batch come after (the index work of a batch is not in the consumer's latency)."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            assert (await client.invoke(send_v2("W", b"first"))).code == ResponseCode.SUCCESS
+            _stop_reput_thread(broker)
+            held = asyncio.ensure_future(client.invoke(pull_request("g", "W", 0, 1, suspend_ms=20_000), timeout=30))
+            await _held(broker)
+            [request] = [r for rs in broker.pull_request_hold_service.pull_request_table.values() for r in rs]
+            answered_when_indexing: list[bool] = []
+            index = broker.store.index_service
+
+            def spying(original: Any) -> Any:
+                def spy(*args: object, **kwargs: object) -> object:
+                    answered_when_indexing.append(request.future.done())
+                    return original(*args, **kwargs)
+
+                return spy
+
+            for name in ("build_index_batch", "build_index_hashed"):
+                setattr(index, name, spying(getattr(index, name)))
+            msgs = [Message("W", f"m{i}".encode(), 0, {"KEYS": f"key-{i}"}) for i in range(2 * SCALAR_DISPATCH)]
+            sent = await client.invoke(send_v2("W", encode_batch_body(msgs), code=RequestCode.SEND_BATCH_MESSAGE,
+                                               m=True))  # fmt: skip
+            assert sent.code == ResponseCode.SUCCESS
+            r = await asyncio.wait_for(held, 10)
+            assert r.code == ResponseCode.SUCCESS
+            assert [m.body for m in decode_records(r.body)] == [m.body for m in msgs]
+            assert answered_when_indexing[:1] == [True]
+            assert broker.store.wait_dispatched(10)
+            assert len(broker.store.query_message("W", "key-7", 4, 0, 1 << 62).messages) == 1  # the index too
 
     run(scenario())
 

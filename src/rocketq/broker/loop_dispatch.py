@@ -64,6 +64,7 @@ class LoopDispatcher:
 
     def install(self) -> None:
         self._store.commit_log.on_append = self.on_append
+        self._store.after_units = self._units_built
         reput = self._store.reput
         if reput is not None:
             reput.fallback_only = True
@@ -72,6 +73,8 @@ class LoopDispatcher:
         """Back to waking the reput thread (before the loop stops)."""
         if self._store.commit_log.on_append == self.on_append:
             self._store.commit_log.on_append = self._previous
+        if self._store.after_units == self._units_built:
+            self._store.after_units = None
         reput = self._store.reput
         if reput is not None:
             reput.fallback_only = False
@@ -97,6 +100,12 @@ class LoopDispatcher:
             reput = self._store.reput
             if reput is not None:
                 reput.wakeup()
+
+    def _units_built(self) -> None:
+        """The store's ``after_units``: in a turn on the loop, the pulls its units wake are answered now, before
+        the index of the batch is built (the reput thread's arrivals hop to the loop as before)."""
+        if self._after_dispatch is not None and threading.get_ident() == self._loop_thread:
+            self._after_dispatch()
 
     def _dispatch_turn(self) -> None:
         self._scheduled = False

@@ -366,6 +366,10 @@ class MessageStore:
         # a broker's dispatch time). ``message_arriving_wanted(topic, queue_id)``, if set, says whether the
         # listener wants to hear of a queue's records at all (asked once per queue and dispatch batch).
         self.message_arriving_listener: Callable[[str, int, int, int, int, dict[str, str] | None], None] | None = None
+        #: Called in the dispatching thread once a batch's consume-queue units are built and its arrivals told,
+        #: before its index is built: the broker answers the pulls they wake there (a woken pull reads the
+        #: consume queue only), so that the index's share of the batch is not in their latency.
+        self.after_units: Callable[[], None] | None = None
         self.message_arriving_wanted: Callable[[str, int], bool] | None = None
         self.message_arriving_property_topics: frozenset[str] = frozenset()
         # Durability (issue 3): flags that refuse puts (disk full, tested in _validate), the
@@ -720,8 +724,8 @@ class MessageStore:
     def do_dispatch_batch(self, batch: DispatchBatch) -> None:
         """Build the consume-queue units and index keys of records in commit-log order (§4.4, §4.5, §5.5).
 
-        Units go per queue as numpy blocks, the index takes all keys at once, then the
-        arrival listener (if any) hears of each record; a batch of fewer than
+        Units go per queue as numpy blocks, then the arrival listener (if any) hears of each
+        record (and ``after_units`` runs), then the index takes all keys at once; a batch of fewer than
         ``SCALAR_DISPATCH`` records (whose keys are strings) goes a record at a time,
         which costs less than numpy's calls. A read-only store builds nothing: its
         queues and index stay as found.
@@ -750,6 +754,15 @@ class MessageStore:
                 last = max(last, int(index[-1]))
             if self.checkpoint is not None:
                 self.checkpoint.logics_msg_timestamp = int(batch.store_timestamp[last])
+        listener = self.message_arriving_listener
+        if listener is not None and groups:
+            # Before the index (Java tells after it): the units are what a woken pull reads.
+            self._tell_arrivals(listener, batch, groups)
+            if self.after_units is not None:
+                try:
+                    self.after_units()
+                except Exception:  # the index must still be built: a failure there is the hook's alone
+                    _log.exception("after_units hook failed")
         if self.config.message_index_enable:
             index = self.index_service
             if batch.index_keys is not None:
@@ -758,9 +771,6 @@ class MessageStore:
             else:
                 index.build_index_batch(batch.topic, batch.commit_log_offset, batch.store_timestamp, batch.sys_flag,
                                         batch.uniq_key, batch.keys)  # fmt: skip
-        listener = self.message_arriving_listener
-        if listener is not None and groups:
-            self._tell_arrivals(listener, batch, groups)
 
     def arrival_property_topics(self) -> bool | frozenset[str]:
         """What dispatch reads property maps for (``CommitLog.read_dispatch_batch``): nothing without a listener."""
