@@ -8,7 +8,6 @@ against ``rocketq start`` on free 127.0.0.1 ports. CI has no RocketMQ: skipped t
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,28 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN
+from reference_support import JAVA_DIR, RMQ_HOME, SCRIPT, free_port, wait_listening
 
 pytestmark = pytest.mark.reference
-
-RMQ_HOME = os.environ.get("RMQ_HOME")
-SCRIPT = Path(os.environ.get("ROCKETQ_REFERENCE", GOLDEN.parent / "reference")) / "rmq-reference.sh"
-JAVA_DIR = Path(__file__).resolve().parent / "java"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_listening(port: int, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
 
 
 def test_java_transaction_producer_and_delayed_sends(tmp_path: Path) -> None:
@@ -49,12 +29,12 @@ def test_java_transaction_producer_and_delayed_sends(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n"
                     "transactionTimeOut=2000\ntransactionCheckInterval=2000\n")  # fmt: skip
-    ns_port, broker_port = _free_port(), _free_port()
+    ns_port, broker_port = free_port(), free_port()
     server = subprocess.Popen([sys.executable, "-m", "rocketq", "start", "-c", str(conf), "--store",
                                str(tmp_path / "store"), "--namesrv-port", str(ns_port), "--broker-port",
                                str(broker_port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
-        _wait_listening(broker_port, time.monotonic() + 30)
+        wait_listening(broker_port, time.monotonic() + 30)
         run = subprocess.run(["bash", str(SCRIPT), "java-client", "TxDelayCheck", f"127.0.0.1:{ns_port}"],
                              env=env, timeout=240, capture_output=True, text=True)  # fmt: skip
         assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]

@@ -12,42 +12,22 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN
+from reference_support import JAVA_DIR, RMQ_HOME, SCRIPT, free_port, wait_listening
 
 pytestmark = pytest.mark.reference
 
-RMQ_HOME = os.environ.get("RMQ_HOME")
-SCRIPT = Path(os.environ.get("ROCKETQ_REFERENCE", GOLDEN.parent / "reference")) / "rmq-reference.sh"
-JAVA_DIR = Path(__file__).resolve().parent / "java"
 #: Short delay levels, so that three deliveries of a message retried by RECONSUME_LATER take seconds.
 BROKER_CONF = ("brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n"
                "messageDelayLevel=1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s\n")  # fmt: skip
 SECTIONS = ["producer", "push", "where", "orderly", "broadcast", "retry", "rebalance", "pull", "litepull", "orderlydlq",
             "namespace"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_listening(port: int, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
 
 
 class Servers:
@@ -88,12 +68,12 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
                    capture_output=True)  # fmt: skip
     conf = tmp / "broker.conf"
     conf.write_text(BROKER_CONF)
-    ns_port, broker_port = _free_port(), _free_port()
+    ns_port, broker_port = free_port(), free_port()
     server = subprocess.Popen([sys.executable, "-m", "rocketq", "start", "-c", str(conf), "--store", str(tmp / "store"),
                                "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        _wait_listening(broker_port, time.monotonic() + 30)
+        wait_listening(broker_port, time.monotonic() + 30)
         time.sleep(1.0)  # the broker's first registration with the name server
         yield Servers(env, f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}")
     finally:

@@ -303,51 +303,47 @@ class AdminBrokerProcessor:
         topic = h.get_str("topic", "")
         topics = [topic] if topic.strip() else ctl.consumer_offset_manager.topics_of_group(group)
         stats = ConsumeStats()
-        store = ctl.store
         for t in topics:
             cfg = ctl.topic_config_manager.select_topic_config(t)
-            if cfg is None:
+            if cfg is None or self._not_subscribed(group, t):
                 continue
-            if (ctl.consumer_manager.find_subscription_data(group, t) is None
-                    and ctl.consumer_manager.find_subscription_data_count(group) > 0):  # fmt: skip
-                continue
-            for i in range(cfg.read_queue_nums):
-                broker_offset = max(store.get_max_offset_in_queue(t, i), 0)
-                consumer_offset = max(ctl.consumer_offset_manager.query_offset(group, t, i), 0)
-                wrapper = OffsetWrapper(broker_offset=broker_offset, consumer_offset=consumer_offset)
-                if consumer_offset - 1 >= 0:
-                    ts = store.get_message_store_timestamp(t, i, consumer_offset - 1)
-                    if ts > 0:
-                        wrapper.last_timestamp = ts
-                stats.offset_table[MessageQueue(t, ctl.broker_config.broker_name, i)] = wrapper
+            self._add_queue_stats(stats, group, t, cfg.read_queue_nums)
         return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(stats))
+
+    def _not_subscribed(self, group: str, topic: str) -> bool:
+        """The group is online with subscriptions, none of them to *topic*: its stats leave the topic out."""
+        cm = self.controller.consumer_manager
+        return cm.find_subscription_data(group, topic) is None and cm.find_subscription_data_count(group) > 0
+
+    def _add_queue_stats(self, stats: ConsumeStats, group: str, topic: str, queue_nums: int) -> None:
+        """The broker and consumer offsets (and the time of the last consumed message) of the first
+        *queue_nums* queues of *topic* for *group*, into *stats*."""
+        ctl = self.controller
+        store = ctl.store
+        for i in range(queue_nums):
+            broker_offset = max(store.get_max_offset_in_queue(topic, i), 0)
+            consumer_offset = max(ctl.consumer_offset_manager.query_offset(group, topic, i), 0)
+            wrapper = OffsetWrapper(broker_offset=broker_offset, consumer_offset=consumer_offset)
+            if consumer_offset - 1 >= 0:
+                ts = store.get_message_store_timestamp(topic, i, consumer_offset - 1)
+                if ts > 0:
+                    wrapper.last_timestamp = ts
+            stats.offset_table[MessageQueue(topic, ctl.broker_config.broker_name, i)] = wrapper
 
     def fetch_all_consume_stats_in_broker(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): every subscription group's stats of each topic
         it has offsets of (``isOrder``: of order topics only)."""
         ctl = self.controller
         is_order = request.header.get_bool("isOrder", False)
-        store = ctl.store
         result = ConsumeStatsList(broker_addr=ctl.broker_addr)
         for group in list(ctl.subscription_group_manager.table.subscription_group_table):
             per_group: list[ConsumeStats] = []
             for topic in ctl.consumer_offset_manager.topics_of_group(group):
                 cfg = ctl.topic_config_manager.select_topic_config(topic)
-                if cfg is None or (is_order and not cfg.order):
-                    continue
-                if (ctl.consumer_manager.find_subscription_data(group, topic) is None
-                        and ctl.consumer_manager.find_subscription_data_count(group) > 0):  # fmt: skip
+                if cfg is None or (is_order and not cfg.order) or self._not_subscribed(group, topic):
                     continue
                 stats = ConsumeStats()
-                for i in range(cfg.write_queue_nums):
-                    broker_offset = max(store.get_max_offset_in_queue(topic, i), 0)
-                    consumer_offset = max(ctl.consumer_offset_manager.query_offset(group, topic, i), 0)
-                    wrapper = OffsetWrapper(broker_offset=broker_offset, consumer_offset=consumer_offset)
-                    if consumer_offset - 1 >= 0:
-                        ts = store.get_message_store_timestamp(topic, i, consumer_offset - 1)
-                        if ts > 0:
-                            wrapper.last_timestamp = ts
-                    stats.offset_table[MessageQueue(topic, ctl.broker_config.broker_name, i)] = wrapper
+                self._add_queue_stats(stats, group, topic, cfg.write_queue_nums)
                 result.total_diff += sum(w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
                 per_group.append(stats)
             result.consume_stats_list.append({group: per_group})

@@ -376,10 +376,9 @@ class SendMessageProcessor:
             self.controller.stats.on_put(result.msg_num)
             return None  # nobody reads the answer to a one-way send: do not build it
         if code is not None:
-            c = self.controller.broker_config
             # The extFields as text already (in the order Java's HashMap writes them): nothing left to convert.
-            ext = {"queueId": str(queue_id), "MSG_REGION": c.region_id, "TRACE_ON": "true" if c.trace_on else "false",
-                   "msgId": result.msg_id, "queueOffset": str(result.logics_offset)}  # fmt: skip
+            ext = {"queueId": str(queue_id), **self._response_ext(), "msgId": result.msg_id,
+                   "queueOffset": str(result.logics_offset)}  # fmt: skip
             if transaction_id:
                 ext["transactionId"] = transaction_id
             self.controller.stats.on_put(result.msg_num)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -272,21 +272,13 @@ _TOPIC_TEXT: dict[bytes, str] = {}
 _TEXT_CACHE_MAX = 4096
 
 
-def _host_text(addr: bytes) -> str:
-    text = _HOST_TEXT.get(addr)
+def _text_of(cache: dict[bytes, str], raw: bytes, decode: Callable[[bytes], str]) -> str:
+    """*raw* decoded, remembered in *cache* while it holds fewer than ``_TEXT_CACHE_MAX`` entries."""
+    text = cache.get(raw)
     if text is None:
-        text = bytes_to_host(addr)
-        if len(_HOST_TEXT) < _TEXT_CACHE_MAX:
-            _HOST_TEXT[addr] = text
-    return text
-
-
-def _topic_text(raw: bytes) -> str:
-    text = _TOPIC_TEXT.get(raw)
-    if text is None:
-        text = decode_utf8_java(raw)
-        if len(_TOPIC_TEXT) < _TEXT_CACHE_MAX:
-            _TOPIC_TEXT[raw] = text
+        text = decode(raw)
+        if len(cache) < _TEXT_CACHE_MAX:
+            cache[raw] = text
     return text
 
 
@@ -345,9 +337,9 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_cr
         raise CorruptRecordError(f"record at {pos} is cut off") from e
     props = string_to_properties(props_raw.decode("utf-8", "replace")) if props_raw else {}
     return MessageExt(
-        _topic_text(topic_raw), body, flag, props, queue_id, sys_flag, born_ts,
-        (_HOST_TEXT.get(born_addr) or _host_text(born_addr), born_port), store_ts,
-        (_HOST_TEXT.get(store_addr) or _host_text(store_addr), store_port), reconsume, prepared, queue_offset, phys,
+        _text_of(_TOPIC_TEXT, topic_raw, decode_utf8_java), body, flag, props, queue_id, sys_flag, born_ts,
+        (_text_of(_HOST_TEXT, born_addr, bytes_to_host), born_port), store_ts,
+        (_text_of(_HOST_TEXT, store_addr, bytes_to_host), store_port), reconsume, prepared, queue_offset, phys,
         total, body_crc, magic, props_raw,
     )  # fmt: skip
 

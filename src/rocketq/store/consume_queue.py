@@ -194,28 +194,22 @@ class ConsumeQueue:
             return
         ends = phys + sizes
         i = int(np.searchsorted(ends, self.max_physic_offset, side="right"))
-        unit = CQ_STORE_UNIT_SIZE
         while i < n:
-            mf = self.queue.last()
-            if mf is not None:
-                pos = mf.wrote_position
-                room = (self.mapped_file_size - pos) // unit
-                if room > 0 and int(cq_offsets[i]) * unit == mf.file_from_offset + pos:
-                    seg = cq_offsets[i : i + room]
-                    steps = seg - seg[0] == _STEPS[: len(seg)] if len(seg) <= len(_STEPS) else \
-                        seg - seg[0] == np.arange(len(seg))  # fmt: skip
-                    count = len(seg) if bool(steps.all()) else int(np.argmin(steps))
-                    j = i + count
-                    block = np.empty(count, dtype=CQ_DTYPE)
-                    block["phys"] = phys[i:j]
-                    block["size"] = sizes[i:j]
-                    block["tags"] = tags[i:j]
-                    end = pos + count * unit
-                    mf.pwrite(pos, block.tobytes())
-                    mf.wrote_position = mf.committed_position = end
-                    self.max_physic_offset = int(ends[j - 1])
-                    i = j
-                    continue
+            start = self._run_start(int(cq_offsets[i]))
+            if start is not None:
+                mf, pos, room = start
+                seg = cq_offsets[i : i + room]
+                steps = seg - seg[0] == _STEPS[: len(seg)] if len(seg) <= len(_STEPS) else \
+                    seg - seg[0] == np.arange(len(seg))  # fmt: skip
+                count = len(seg) if bool(steps.all()) else int(np.argmin(steps))
+                j = i + count
+                block = np.empty(count, dtype=CQ_DTYPE)
+                block["phys"] = phys[i:j]
+                block["size"] = sizes[i:j]
+                block["tags"] = tags[i:j]
+                self._write_run(mf, pos, block.tobytes(), count, int(ends[j - 1]))
+                i = j
+                continue
             self.put_message_position_info(int(phys[i]), int(sizes[i]), int(tags[i]), int(cq_offsets[i]))
             i += 1
 
@@ -227,24 +221,38 @@ class ConsumeQueue:
         i = 0
         while i < n and phys[i] + sizes[i] <= self.max_physic_offset:
             i += 1  # built already
-        unit = CQ_STORE_UNIT_SIZE
         while i < n:
-            mf = self.queue.last()
-            if mf is not None:
-                pos = mf.wrote_position
-                room = (self.mapped_file_size - pos) // unit
-                if room > 0 and cq_offsets[i] * unit == mf.file_from_offset + pos:
-                    j = i + 1
-                    stop = min(n, i + room)
-                    while j < stop and cq_offsets[j] == cq_offsets[j - 1] + 1:
-                        j += 1
-                    mf.pwrite(pos, b"".join(map(CQ_UNIT.pack, phys[i:j], sizes[i:j], tags[i:j])))
-                    mf.wrote_position = mf.committed_position = pos + (j - i) * unit
-                    self.max_physic_offset = phys[j - 1] + sizes[j - 1]
-                    i = j
-                    continue
+            start = self._run_start(cq_offsets[i])
+            if start is not None:
+                mf, pos, room = start
+                j = i + 1
+                stop = min(n, i + room)
+                while j < stop and cq_offsets[j] == cq_offsets[j - 1] + 1:
+                    j += 1
+                data = b"".join(map(CQ_UNIT.pack, phys[i:j], sizes[i:j], tags[i:j]))
+                self._write_run(mf, pos, data, j - i, phys[j - 1] + sizes[j - 1])
+                i = j
+                continue
             self.put_message_position_info(phys[i], sizes[i], tags[i], cq_offsets[i])
             i += 1
+
+    def _run_start(self, cq_offset: int) -> tuple[MappedFile, int, int] | None:
+        """(last file, its write position, units that fit after it) when the unit of *cq_offset* continues the
+        last file exactly, so that a run of units may be written there; else None (the unit goes alone)."""
+        mf = self.queue.last()
+        if mf is None:
+            return None
+        pos = mf.wrote_position
+        room = (self.mapped_file_size - pos) // CQ_STORE_UNIT_SIZE
+        if room > 0 and cq_offset * CQ_STORE_UNIT_SIZE == mf.file_from_offset + pos:
+            return mf, pos, room
+        return None
+
+    def _write_run(self, mf: MappedFile, pos: int, data: bytes, count: int, max_physic_offset: int) -> None:
+        """Write the packed units of a run at *pos* of *mf* (found by :meth:`_run_start`) with one write."""
+        mf.pwrite(pos, data)
+        mf.wrote_position = mf.committed_position = pos + count * CQ_STORE_UNIT_SIZE
+        self.max_physic_offset = max_physic_offset
 
     def put_message_position_infos(self, phys: list[int], sizes: list[int], tags: list[int],
                                    cq_offsets: list[int]) -> None:  # fmt: skip
