@@ -7,6 +7,12 @@ SYNC_FLUSH figure comes with a baseline measured in the same run:
 - **flush per message**: the store's SYNC_FLUSH before group commit — every put
   flushes the commit log itself before it returns (one fdatasync per message);
   one writer, since that is the only way to get exactly one flush per message.
+- **disk floor**: what the disk itself allows a group commit, with no store: records encoded
+  beforehand, written back to back into a commit-log file made as the store makes one, and
+  ``fdatasync`` after every 1, 8 or 64 of them, the writer waiting for each (as W writers that each
+  wait for their message's flush can give a flush at most W messages). A SYNC_FLUSH figure of W
+  writers is also given as a fraction of the floor of W messages per flush: that part of the
+  ceiling the store reaches, the rest being Python's cost per put;
 - **group commit**: SYNC_FLUSH as built — puts hand a request to the group
   commit service and wait; 1, 8 and 64 concurrent writers, as threads
   (``put_message``) and as asyncio tasks on one event loop (``aput_message``).
@@ -34,6 +40,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import random
 import shutil
 import signal
@@ -45,7 +52,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rocketq.common.codec import encode_record
 from rocketq.common.message import Message, MessageExt
+from rocketq.store.mapped_file import MappedFile
 from rocketq.store.message_store import MessageStore
 from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
 from store_bench import settle  # a sibling script: the benches run from this directory
@@ -67,6 +76,38 @@ def _messages(store: MessageStore, n: int, tag: str) -> list[MessageExt]:
 
 
 # =========================================================================== SYNC_FLUSH puts
+
+
+def bench_disk_floor(root: Path, per_flush: int, seconds: float) -> dict[str, Any]:
+    """Messages/s of a bare group commit: pre-encoded records copied into a commit-log file (preallocated and
+    read into the page cache, as the store makes its files), one ``fdatasync`` every *per_flush* records."""
+    shutil.rmtree(root, ignore_errors=True)
+    msg = MessageExt(topic=TOPIC, body=random.randbytes(BODY), properties={"TAGS": "TagA", "KEYS": "w0-0"})
+    rec = bytes(encode_record(msg))
+    size = 1 << 30
+    mf = MappedFile.create(root, 0, size, preallocate=True)
+    try:
+        mf.pre_touch(0, min(size, int(len(rec) * 200_000 * seconds)))
+        mm, fd, n = mf.mm, mf._fd, len(rec)
+        assert mm is not None
+        pos = done = flushes = 0
+        start = time.perf_counter()
+        deadline = start + seconds
+        while pos + n * per_flush <= size:
+            for _ in range(per_flush):
+                mm[pos : pos + n] = rec
+                pos += n
+            os.fdatasync(fd)
+            done += per_flush
+            flushes += 1
+            if time.perf_counter() > deadline:
+                break
+        elapsed = time.perf_counter() - start
+    finally:
+        mf.destroy()
+        shutil.rmtree(root, ignore_errors=True)
+    return {"per_flush": per_flush, "puts": done, "seconds": elapsed, "puts_per_s": done / elapsed,
+            "flush_ms": elapsed / max(1, flushes) * 1e3}  # fmt: skip
 
 
 def bench_sync(root: Path, writers: int, seconds: float, *, mode: str, batch: int = 1) -> dict[str, Any]:
@@ -261,15 +302,21 @@ def run(work: Path, seconds: float, gib: float, skip_recovery: bool, skip_sync: 
         base = _best_of(reps, bench_sync, work / "base", 1, seconds, mode="per-message")
         results["baseline"] = base
         print(f"  baseline {base['puts_per_s']:,.0f}/s", file=sys.stderr)
+        floors = {w: _best_of(reps, bench_disk_floor, work / f"floor{w}", w, seconds) for w in WRITERS}
+        results["disk_floor"] = list(floors.values())
+        for w, f in floors.items():
+            print(f"  disk floor, {w} per flush: {f['puts_per_s']:,.0f}/s", file=sys.stderr)
         for mode in ("threads", "asyncio"):
             for w in WRITERS:
                 r = _best_of(reps, bench_sync, work / f"{mode}{w}", w, seconds, mode=mode)
                 r["x_baseline"] = r["puts_per_s"] / base["puts_per_s"]
+                r["of_disk_floor"] = r["puts_per_s"] / floors[w]["puts_per_s"]
                 results["sync"].append(r)
                 print(f"  {mode} {w}: {r['puts_per_s']:,.0f}/s", file=sys.stderr)
         for mode in ("threads", "asyncio"):
             r = _best_of(reps, bench_sync, work / f"batched-{mode}", 64, seconds, mode=mode, batch=16)
             r["x_baseline"] = r["puts_per_s"] / base["puts_per_s"]
+            r["of_disk_floor"] = None  # 64 batches of 16 per flush at most: no floor measured for that
             results["sync"].append(r)
     if not skip_recovery:
         results["recovery"].append(bench_recovery(work, gib, 1 << 30, 60_000))
@@ -283,12 +330,17 @@ def print_table(results: dict[str, Any]) -> None:
         print(f"durability_bench: SYNC_FLUSH, {results['body']} B bodies, dispatch on, {results['seconds']:.0f} s "
               f"runs, best of {results['reps']}")  # fmt: skip
         print(f"flush per message (baseline, 1 writer): {base['puts_per_s']:,.0f} puts/s")
-        head = ("writers", "kind", "messages/s", "msgs per flush", "x baseline")
+        floors = results.get("disk_floor", [])
+        print("disk floor (no store; x baseline): " + ", ".join(
+            f"{f['per_flush']} per flush {f['puts_per_s']:,.0f}/s ({f['puts_per_s'] / base['puts_per_s']:.1f}x, "
+            f"{f['flush_ms']:.2f} ms a flush)" for f in floors))  # fmt: skip
+        head = ("writers", "kind", "messages/s", "msgs per flush", "x baseline", "of disk floor")
         print(" | ".join(head))
         print(" | ".join("---" for _ in head))
         for r in results["sync"]:
+            of_floor = r.get("of_disk_floor")
             print(" | ".join([str(r["writers"]), r["mode"], f"{r['puts_per_s']:,.0f}", f"{r['msgs_per_flush']:.1f}",
-                              f"{r['x_baseline']:.1f}"]))  # fmt: skip
+                              f"{r['x_baseline']:.1f}", "-" if of_floor is None else f"{of_floor:.2f}"]))  # fmt: skip
     if results["recovery"]:
         print()
         head = ("commit log", "files", "checkpoint every", "abnormal: recover s", "of it dispatch s", "catch-up s",
