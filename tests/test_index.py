@@ -29,7 +29,7 @@ from rocketq.common.message import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 from rocketq.store.index_file import IndexFile, index_file_size, index_key_hash
-from rocketq.store.index_service import IndexService
+from rocketq.store.index_service import DEFER_RECORDS, IndexService
 
 GOLDEN = GOLDEN_STORE
 SLOTS = 1000
@@ -51,6 +51,10 @@ def dump_messages(store: str) -> list[dict]:
 
 def golden_index_files(store: str) -> list[Path]:
     return sorted((GOLDEN / store / "store" / "index").iterdir())
+
+
+def props(r: dict, name: str) -> str | None:
+    return r["properties"].get(name)
 
 
 def feed(service: IndexService, msgs: list[dict]) -> None:
@@ -99,13 +103,30 @@ def test_index_key_hash_is_abs_of_java_hash_and_zero_for_min_value() -> None:
 
 # --- golden reproduction ----------------------------------------------------------------------
 @pytest.mark.parametrize("store", ["clean", "crashed"])
-@pytest.mark.parametrize("batched", [False, True], ids=["per-record", "batched"])
-def test_build_index_reproduces_rocketmq_files_byte_for_byte(tmp_path: Path, store: str, batched: bool) -> None:
+@pytest.mark.parametrize("batched", [False, True, "deferred"], ids=["per-record", "batched", "deferred"])
+def test_build_index_reproduces_rocketmq_files_byte_for_byte(tmp_path: Path, store: str,
+                                                             batched: bool | str) -> None:  # fmt: skip
     msgs = dump_messages(store)
     service = IndexService(tmp_path, SLOTS, ENTRIES)
     full_calls: list[int] = []
     service.on_file_full = full_calls.append
-    if batched:
+    if batched == "deferred":
+        # As dispatch leaves keys: record by record and in batches, built when DEFER_RECORDS wait and at the flush.
+        rng = random.Random(5)
+        i = 0
+        while i < len(msgs):
+            n = rng.randrange(1, 60)
+            rows = [(r["topic"], r["physicalOffset"], r["storeTimestamp"], r["sysFlag"], props(r, "UNIQ_KEY"),
+                     props(r, "KEYS")) for r in msgs[i : i + n]]  # fmt: skip
+            if n < 10:
+                for row in rows:
+                    service.defer(*row)
+            else:
+                service.defer_batch(*zip(*rows, strict=True))
+            assert service.pending_count < DEFER_RECORDS
+            i += n
+        assert service.pending_count > 0  # some were left for the flush
+    elif batched:
         # Random batch sizes, so batches straddle the file boundary and start new files.
         rng = random.Random(3)
         i = 0
@@ -554,4 +575,31 @@ def test_queries_run_alongside_a_writer(tmp_path: Path) -> None:
     assert len(service.files) == 31  # 6000 keys, 199 a file
     found = service.query_offset("T", "even", 10_000, 0, NO_LIMIT).phy_offsets
     assert found == [i * 100 for i in range(2998, -1, -2)]
+    service.close()
+
+
+def test_a_query_waits_for_a_build_of_waiting_keys_under_way(tmp_path: Path) -> None:
+    """Keys taken by a build on another thread are not pending any more, but not in the files yet: a query
+    must wait for that build, not go on without them."""
+    service = IndexService(tmp_path, SLOTS, ENTRIES)
+    started, release = threading.Event(), threading.Event()
+    build = service.build_index_batch
+
+    def slow_build(*a: object) -> None:
+        started.set()
+        release.wait(10)
+        build(*a)  # type: ignore[arg-type]
+
+    service.build_index_batch = slow_build  # type: ignore[method-assign]
+    for i in range(5):
+        service.defer("T", 100 + i * 50, 1_700_000_000_000 + i, TRANSACTION_NOT_TYPE, None, f"key{i}")
+    builder = threading.Thread(target=service.build_pending)
+    builder.start()
+    assert started.wait(10)
+    assert service.pending_count == 5  # taken by the build, not in the files yet
+    threading.Timer(0.2, release.set).start()
+    res = service.query_offset("T", "key3", 10, 0, NO_LIMIT)
+    assert res.phy_offsets == [250]
+    builder.join(10)
+    assert service.pending_count == 0 and service.pending_oldest_timestamp == 0
     service.close()

@@ -409,3 +409,79 @@ def test_joined_batch_properties_are_what_the_joined_bytes_read_back_as() -> Non
         read = string_to_properties(decode_utf8_java(raw))
         assert list(props.items()) == list(read.items()), (entry, batch)
         assert raw.startswith(entry) and raw.endswith(batch)
+
+
+# --- index keys left waiting by dispatch (IndexService.defer) ------------------------------------------
+
+
+def _keyed_puts(store: MessageStore, n: int, topic: str = "Deferred") -> list[int]:
+    """*n* messages with keys k0.., dispatched into their consume queues (their index keys may wait)."""
+    stamps = []
+    for i in range(n):
+        r = store.put_message(MessageExt(topic=topic, body=b"d%d" % i, properties={"KEYS": f"k{i}"}), i % 2)
+        assert r.ok
+        stamps.append(r.store_timestamp)
+    assert store.reput is not None and store.reput.wait_caught_up(10)
+    return stamps
+
+
+def _index_entries(store: MessageStore) -> int:
+    return sum(max(0, f.index_count - 1) for f in store.index_service.files)
+
+
+def test_waiting_index_keys_hold_the_checkpoint_back_and_are_built_for_a_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rocketq.store import index_service
+
+    monkeypatch.setattr(index_service, "DEFER_S", 3600.0)  # nothing builds them but a reader
+    with MessageStore(small_config(tmp_path / "s")) as store:
+        stamps = _keyed_puts(store, 10)
+        index = store.index_service
+        assert index.pending_count == 10 and _index_entries(store) == 0
+        assert index.pending_oldest_timestamp == stamps[0]
+        assert store.checkpoint is not None and store.checkpoint.logics_msg_timestamp <= stamps[0]
+        found = store.query_message("Deferred", "k3", 4).messages
+        assert [m.body for m in found] == [b"d3"]
+        assert index.pending_count == 0 and index.pending_oldest_timestamp == 0 and _index_entries(store) == 10
+        # wait_dispatched means "in the index" too.
+        _keyed_puts(store, 4, "Other")
+        assert index.pending_count == 4
+        assert store.wait_dispatched()
+        assert index.pending_count == 0 and _index_entries(store) == 14
+
+
+def test_waiting_index_keys_are_built_by_the_reput_thread_after_defer_s(tmp_path: Path) -> None:
+    import time
+
+    with MessageStore(small_config(tmp_path / "s")) as store:
+        _keyed_puts(store, 5)
+        deadline = time.monotonic() + 10
+        while store.index_service.pending_count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert store.index_service.pending_count == 0 and _index_entries(store) == 5
+
+
+def test_a_crash_with_index_keys_waiting_loses_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocketq.store import index_service
+
+    monkeypatch.setattr(index_service, "DEFER_S", 3600.0)
+    store = MessageStore(small_config(tmp_path / "s"))
+    store.load()
+    store.start()
+    try:
+        _keyed_puts(store, 30)
+        assert store.index_service.pending_count == 30
+        assert store.checkpoint is not None
+        store.checkpoint.flush()
+        # The files as a killed process leaves them: what reached the page cache, abort still there.
+        shutil.copytree(tmp_path / "s", tmp_path / "crashed")
+    finally:
+        store.close()
+    assert (tmp_path / "crashed" / "abort").exists()
+    with MessageStore(small_config(tmp_path / "crashed")) as crashed:
+        assert not crashed.last_exit_ok
+        assert crashed.index_service.pending_count == 0
+        assert _index_entries(crashed) == 30
+        for i in range(30):
+            assert [m.body for m in crashed.query_message("Deferred", f"k{i}", 4).messages] == [b"d%d" % i]

@@ -187,7 +187,14 @@ class ReputMessageService:
     def _run(self) -> None:
         stuck = False  # the last round made no progress (say at a record that cannot be read)
         seen = -1  # where dispatch stood at the last look, as a fallback
+        index = self.store.index_service
         while not self._stopped.is_set():
+            # Keys left waiting by dispatch (whichever thread dispatched) go into the index after DEFER_S at most.
+            if index.pending_count:
+                try:
+                    index.build_pending_if_due()
+                except Exception:  # pragma: no cover - as a dispatch failure below
+                    _log.exception("indexing waiting keys failed")
             # Say "asleep" before looking for work: an append after the look sees the flag and wakes us.
             self._sleeping = True
             if self.fallback_only:
@@ -567,6 +574,7 @@ class MessageStore:
         self.reput = ReputMessageService(self, reput_from)
         self.reput.start()
         self.reput.wait_caught_up(3600.0)
+        self.index_service.build_pending()
         self._recover_topic_queue_table()
         if self.dispatch_enabled:
             self.commit_log.on_append = self.reput.wakeup
@@ -703,9 +711,9 @@ class MessageStore:
             assert cq is not None
             cq.put_message_position_info(phys, size, tags_code, queue_offset)
             if self.checkpoint is not None:
-                self.checkpoint.logics_msg_timestamp = store_ts
+                self._note_logics_timestamp(store_ts)
         if self.config.message_index_enable:
-            self.index_service.build_index(topic, phys, store_ts, sys_flag, uniq_key, keys)
+            self.index_service.defer(topic, phys, store_ts, sys_flag, uniq_key, keys)
         listener = self.message_arriving_listener
         if listener is not None and unit:
             wanted = self.message_arriving_wanted
@@ -753,7 +761,7 @@ class MessageStore:
                     cq.put_units(phys[index], sizes[index], tags[index], queue_offsets[index])
                 last = max(last, int(index[-1]))
             if self.checkpoint is not None:
-                self.checkpoint.logics_msg_timestamp = int(batch.store_timestamp[last])
+                self._note_logics_timestamp(int(batch.store_timestamp[last]))
         listener = self.message_arriving_listener
         if listener is not None and groups:
             # Before the index (Java tells after it): the units are what a woken pull reads.
@@ -766,11 +774,19 @@ class MessageStore:
         if self.config.message_index_enable:
             index = self.index_service
             if batch.index_keys is not None:
+                index.build_pending()  # keys go in in commit-log order
                 index.build_index_hashed(batch.topic, batch.commit_log_offset, batch.store_timestamp, batch.sys_flag,
                                          *batch.index_keys)  # fmt: skip
             else:
-                index.build_index_batch(batch.topic, batch.commit_log_offset, batch.store_timestamp, batch.sys_flag,
-                                        batch.uniq_key, batch.keys)  # fmt: skip
+                index.defer_batch(batch.topic, batch.commit_log_offset, batch.store_timestamp, batch.sys_flag,
+                                  batch.uniq_key, batch.keys)  # fmt: skip
+
+    def _note_logics_timestamp(self, store_timestamp: int) -> None:
+        """The checkpoint's logicsMsgTimestamp after dispatching a record of *store_timestamp*, held back to the
+        oldest record whose index keys wait for a build (abnormal recovery starts from it)."""
+        assert self.checkpoint is not None
+        waiting = self.index_service.pending_oldest_timestamp
+        self.checkpoint.logics_msg_timestamp = min(store_timestamp, waiting) if waiting else store_timestamp
 
     def arrival_property_topics(self) -> bool | frozenset[str]:
         """What dispatch reads property maps for (``CommitLog.read_dispatch_batch``): nothing without a listener."""
@@ -799,7 +815,9 @@ class MessageStore:
         """Block until every appended record is in its consume queue and the index."""
         if self.reput is None:
             return True
-        return self.reput.wait_caught_up(timeout)
+        caught_up = self.reput.wait_caught_up(timeout)
+        self.index_service.build_pending()
+        return caught_up
 
     def dispatch_behind_bytes(self) -> int:
         return self.reput.behind() if self.reput is not None else 0
