@@ -350,6 +350,35 @@ def test_rocketmq_header_parses_a_valid_layout() -> None:
     assert cmd.ext_fields == {"key": "é"}
 
 
+def _plain_ext_reading(block: bytes) -> dict[str, str]:
+    """extFields as RocketMQSerializable.mapDeserialize reads them, entry by entry (the reference)."""
+    out: dict[str, str] = {}
+    pos = 0
+    while pos < len(block):
+        key_len = int.from_bytes(block[pos : pos + 2], "big", signed=True)
+        key = block[pos + 2 : pos + 2 + key_len].decode("utf-8", "replace")
+        pos += 2 + key_len
+        value_len = int.from_bytes(block[pos : pos + 4], "big", signed=True)
+        value = block[pos + 4 : pos + 4 + value_len].decode("utf-8", "replace")
+        pos += 4 + value_len
+        if key_len and value_len:
+            out[key] = value
+    return out
+
+
+_TEXT_BYTES = st.one_of(st.text(max_size=12).map(str.encode), st.binary(max_size=12))
+
+
+@given(st.lists(st.tuples(_TEXT_BYTES, _TEXT_BYTES), max_size=12), st.booleans())
+def test_rocketmq_ext_fields_read_as_entry_by_entry(entries: list[tuple[bytes, bytes]], memview: bool) -> None:
+    """ASCII blocks (one decode, then slices), others (UTF-8 with U+FFFD for bad bytes, entry by entry), empty
+    keys or values left out, a repeated key keeping its last value: as a plain reading of the layout."""
+    block = b"".join(len(k).to_bytes(2, "big") + k + len(v).to_bytes(4, "big") + v for k, v in entries)
+    header = _rocketmq(b"", block)
+    cmd = decode_rocketmq_header(memoryview(bytearray(header)) if memview else header)
+    assert cmd.ext_fields == (_plain_ext_reading(block) if block else None)
+
+
 @pytest.mark.parametrize(
     "header",
     [

@@ -793,46 +793,30 @@ def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
 
 def decode_rocketmq_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
     """Parse a binary header, checking every length against the header as Java does."""
-    view = memoryview(data)
-    size = len(view)
+    buf = data if type(data) is bytes else bytes(data)
+    size = len(buf)
     if size < ROCKETMQ_HEADER_MIN:
         raise FrameError(f"ROCKETMQ header of {size} bytes is shorter than {ROCKETMQ_HEADER_MIN}")
-    code, language, version, opaque, flag = _ROCKETMQ_FIXED.unpack_from(view, 0)
-    (remark_len,) = _I32.unpack_from(view, 13)
+    code, language, version, opaque, flag = _ROCKETMQ_FIXED.unpack_from(buf, 0)
+    (remark_len,) = _I32.unpack_from(buf, 13)
     if not 0 <= remark_len <= size - ROCKETMQ_HEADER_MIN:
         raise FrameError(f"ROCKETMQ header: remark length {remark_len} exceeds the header of {size} bytes")
     pos = 17 + remark_len
-    remark = decode_utf8_java(view[17:pos]) if remark_len else None
-    (ext_len,) = _I32.unpack_from(view, pos)
+    remark = decode_utf8_java(buf[17:pos]) if remark_len else None
+    (ext_len,) = _I32.unpack_from(buf, pos)
     pos += 4
     end = pos + ext_len
     if ext_len < 0 or end > size:
         raise FrameError(f"ROCKETMQ header: extFields length {ext_len} exceeds the header of {size} bytes")
     if end != size:
         raise FrameError(f"ROCKETMQ header: {size - end} bytes left over after the extFields")
-    ext_fields: dict[str, str] | None = None
-    if ext_len > 0:
-        ext_fields = {}
-        while pos < end:
-            if pos + 2 > end:
-                raise FrameError("ROCKETMQ header: extFields entry cut short")
-            (key_len,) = _I16.unpack_from(view, pos)
-            pos += 2
-            if key_len < 0 or pos + key_len + 4 > end:
-                raise FrameError(f"ROCKETMQ header: bad extFields key length {key_len}")
-            key = decode_utf8_java(view[pos : pos + key_len])
-            pos += key_len
-            (value_len,) = _I32.unpack_from(view, pos)
-            pos += 4
-            if value_len < 0 or pos + value_len > end:
-                raise FrameError(f"ROCKETMQ header: bad extFields value length {value_len}")
-            value = decode_utf8_java(view[pos : pos + value_len])
-            pos += value_len
-            if key_len and value_len:  # an empty string reads as null in Java: no usable entry
-                ext_fields[key] = value
+    ext_fields = _decode_rocketmq_ext(buf[pos:end]) if ext_len > 0 else None
+    lang = _languages_by_code.get(language)
+    if lang is None:
+        lang = LanguageCode.parse(language)
     return RemotingCommand(
         code=code,
-        language=LanguageCode.parse(language),
+        language=lang,
         version=version,
         opaque=opaque,
         flag=flag,
@@ -840,3 +824,41 @@ def decode_rocketmq_header(data: bytes | bytearray | memoryview) -> RemotingComm
         ext_fields=ext_fields,
         serialize_type=SerializeType.ROCKETMQ,
     )
+
+
+_languages_by_code = {member.value: member for member in LanguageCode}
+_unpack_i16 = _I16.unpack_from
+_unpack_i32 = _I32.unpack_from
+
+
+def _decode_rocketmq_ext(block: bytes) -> dict[str, str]:
+    """The extFields of a binary header: entries of a 2-byte key length, the key, a 4-byte value length and the
+    value, each checked against the block. Text is decoded as Java's ``new String(bytes, UTF_8)``; an entry
+    with an empty key or value reads as null in Java and is left out."""
+    ext_fields: dict[str, str] = {}
+    n = len(block)
+    # ASCII (every header a client sends in practice): one decode for the block, then slices of it.
+    text: bytes | str = block.decode("ascii") if block.isascii() else block
+    ascii_text = type(text) is str
+    pos = 0
+    while pos < n:
+        if pos + 2 > n:
+            raise FrameError("ROCKETMQ header: extFields entry cut short")
+        key_len = _unpack_i16(block, pos)[0]
+        pos += 2
+        if key_len < 0 or pos + key_len + 4 > n:
+            raise FrameError(f"ROCKETMQ header: bad extFields key length {key_len}")
+        key = text[pos : pos + key_len]
+        pos += key_len
+        value_len = _unpack_i32(block, pos)[0]
+        pos += 4
+        if value_len < 0 or pos + value_len > n:
+            raise FrameError(f"ROCKETMQ header: bad extFields value length {value_len}")
+        if key_len and value_len:
+            value = text[pos : pos + value_len]
+            if ascii_text:
+                ext_fields[key] = value  # type: ignore[index]
+            else:
+                ext_fields[decode_utf8_java(key)] = decode_utf8_java(value)
+        pos += value_len
+    return ext_fields
