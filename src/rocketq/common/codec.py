@@ -441,24 +441,29 @@ def join_batch_properties(entry_raw: bytes, entry_props: dict[str, str], batch_r
     return entry_raw + batch_raw, {**entry_props, **batch_props}
 
 
+_BATCH_ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLENGTH of a batch entry
+
+
 def decode_batch_body(data: bytes | bytearray | memoryview, topic: str) -> list[tuple[Message, bytes]]:
     """Split a batch send body into messages, each with its raw property bytes."""
     items: list[tuple[Message, bytes]] = []
+    buf = data if type(data) is bytes else bytes(data)  # one copy; slices of bytes are then the only copies
     pos = 0
-    n = len(data)
+    n = len(buf)
+    head = _BATCH_ITEM_HEAD.unpack_from
+    props_length = _I16.unpack_from
     try:
         while pos < n:
-            size, _magic, _crc, flag, body_len = struct.unpack_from(">iiiii", data, pos)
+            size, _magic, _crc, flag, body_len = head(buf, pos)
             if size <= 0 or pos + size > n:
                 raise CorruptRecordError(f"bad batch item size {size} at {pos}")
-            p = pos + 20
-            body = bytes(data[p : p + body_len])
-            p += body_len
-            props_len = _I16.unpack_from(data, p)[0]
+            p = pos + 20 + body_len
+            body = buf[pos + 20 : p]
+            props_len = props_length(buf, p)[0]
             p += 2
-            props_raw = bytes(data[p : p + props_len])
-            msg = Message(topic, body, flag, string_to_properties(decode_utf8_java(props_raw)))
-            items.append((msg, props_raw))
+            props_raw = buf[p : p + props_len]
+            items.append((Message(topic, body, flag, string_to_properties(props_raw.decode("utf-8", "replace"))),
+                          props_raw))  # fmt: skip
             pos += size
     except struct.error as e:
         raise CorruptRecordError(f"batch body is cut off at {pos}") from e
