@@ -28,6 +28,7 @@ from rocketq.remoting.codes import (
 from rocketq.remoting.command import (
     HeaderFields,
     RemotingCommand,
+    UnescapedCommand,
     create_request,
     create_response,
     decode_custom_header,
@@ -37,6 +38,7 @@ from rocketq.remoting.command import (
     encode_json_header,
     make_response_for,
     next_opaque,
+    plain_json_text,
 )
 from rocketq.remoting.errors import FrameError, HeaderFieldError
 
@@ -562,3 +564,47 @@ def test_json_header_fast_path_equals_member_by_member(fields: dict[str, str], r
 
     cmd = create_request(10, fields, opaque=3, remark=remark)
     assert encode_json_header(cmd) == _encode_json_header_escaping(cmd)
+
+
+_PLAIN = st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E, blacklist_characters='"\\'),
+                 min_size=1, max_size=24)
+
+
+@given(st.dictionaries(_PLAIN, _PLAIN, min_size=1, max_size=8), st.one_of(st.none(), _PLAIN),
+       st.integers(-(2**31), 2**31 - 1), st.integers(0, 3), st.integers(-(2**31), 2**31 - 1),
+       st.sampled_from(list(LanguageCode)), st.integers(0, 500), st.one_of(st.none(), st.binary(max_size=40)),
+       st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ]))  # fmt: skip
+def test_an_unescaped_command_encodes_as_any_command(ext: dict[str, str], remark: str | None, code: int, flag: int,
+                                                     opaque: int, language: LanguageCode, version: int,
+                                                     body: bytes | None, serialize: SerializeType) -> None:  # fmt: skip
+    """The f-string frame of plain text is byte for byte the frame encode_json_header makes (and any other
+    serialize type is encoded as usual)."""
+    assert all(map(plain_json_text, [*ext, *ext.values()])) and (remark is None or plain_json_text(remark))
+    fields = dict(code=code, flag=flag, opaque=opaque, language=language, version=version, remark=remark,
+                  ext_fields=ext, body=body)  # fmt: skip
+    plain = RemotingCommand(**fields).encode_parts(serialize)  # type: ignore[arg-type]
+    fast = UnescapedCommand(**fields).encode_parts(serialize)  # type: ignore[arg-type]
+    assert fast == plain
+    assert UnescapedCommand(**fields).encode_parts(serialize) == plain  # the language is known by now
+
+
+def test_plain_json_text() -> None:
+    assert plain_json_text("DefaultRegion") and plain_json_text("7F000001,12")
+    assert not any(map(plain_json_text, ['a"b', "a\\b", "tab\t", "é", "\u2028", "\x7f"]))
+
+
+def test_an_unescaped_command_does_not_go_through_the_escaping_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocketq.remoting import command
+
+    RemotingCommand(0, ext_fields={"a": "1"}).encode_parts()  # the language's name is known from here on
+
+    def refuse(cmd: RemotingCommand) -> bytes:
+        raise AssertionError("encode_json_header called")
+
+    monkeypatch.setattr(command, "encode_json_header", refuse)
+    fast = UnescapedCommand(0, opaque=7, flag=1, remark="FOUND", ext_fields={"maxOffset": "12"}, body=b"xyz")
+    again = RemotingCommand.decode(b"".join(fast.encode_parts()))
+    assert (again.code, again.opaque, again.remark, again.ext_fields, again.body) == (
+        0, 7, "FOUND", {"maxOffset": "12"}, b"xyz")  # fmt: skip
+    with pytest.raises(AssertionError, match="encode_json_header"):
+        RemotingCommand(0, ext_fields={"a": "1"}).encode_parts()

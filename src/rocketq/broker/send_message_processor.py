@@ -58,7 +58,13 @@ from rocketq.common.message import (
     string_to_properties,
 )
 from rocketq.remoting.codes import FLAG_RESPONSE, MQVersion, RequestCode, ResponseCode
-from rocketq.remoting.command import RemotingCommand, make_response_for, parse_bool
+from rocketq.remoting.command import (
+    RemotingCommand,
+    UnescapedCommand,
+    make_response_for,
+    parse_bool,
+    plain_json_text,
+)
 from rocketq.remoting.transport import RemotingConnection, parse_address
 from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
 from rocketq.store.config_json import TopicConfig
@@ -202,6 +208,8 @@ class SendMessageProcessor:
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
+        self._region_seen = ""
+        self._region_plain = True
 
     # --- dispatch -------------------------------------------------------------------------------------
     def process_request(self, conn: RemotingConnection, request: RemotingCommand) -> Reply:
@@ -220,6 +228,11 @@ class SendMessageProcessor:
         return self.send_message(conn, request, header)
 
     # --- checks ---------------------------------------------------------------------------------------
+    def _plain_region(self, region: str) -> bool:
+        if region != self._region_seen:
+            self._region_seen, self._region_plain = region, plain_json_text(region)
+        return self._region_plain
+
     def _response_ext(self) -> dict[str, str]:
         c = self.controller.broker_config
         return {"MSG_REGION": c.region_id, "TRACE_ON": "true" if c.trace_on else "false"}
@@ -379,10 +392,14 @@ class SendMessageProcessor:
             # The extFields as text already (in the order Java's HashMap writes them): nothing left to convert.
             ext = {"queueId": str(queue_id), **self._response_ext(), "msgId": result.msg_id,
                    "queueOffset": str(result.logics_offset)}  # fmt: skip
+            # Numbers, hex ids and true/false: plain JSON text, but for the region (a setting, checked when it
+            # changes) and a transaction id (the producer's).
+            answer = UnescapedCommand if self._plain_region(ext["MSG_REGION"]) else RemotingCommand
             if transaction_id:
                 ext["transactionId"] = transaction_id
+                answer = RemotingCommand
             self.controller.stats.on_put(result.msg_num)
-            return RemotingCommand(int(code), opaque=request.opaque, flag=FLAG_RESPONSE, ext_fields=ext)
+            return answer(int(code), opaque=request.opaque, flag=FLAG_RESPONSE, ext_fields=ext)
         code, remark = self.put_failure(status, result.error)
         log.warning("put failed: %s (%s)", status.value, result.error)
         return self._fail(request, code, remark)

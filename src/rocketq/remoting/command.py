@@ -64,6 +64,7 @@ from rocketq.remoting.errors import FrameError, HeaderFieldError
 __all__ = [
     "HeaderFields",
     "RemotingCommand",
+    "UnescapedCommand",
     "create_request",
     "create_response",
     "decode_custom_header",
@@ -596,6 +597,40 @@ def _c_encoding_matches(text: str) -> bool:
 
 
 _language_names: dict[object, str] = {}
+
+
+class UnescapedCommand(RemotingCommand):
+    """A command whose extFields and remark its maker vouches for: set at once and never changed, plain text
+    that JSON writes as it is (ASCII, no quote, backslash or control character: numbers, hex ids, status names,
+    settings checked once). Its JSON frame is one f-string with no look for what to escape (about a fifth of
+    :func:`encode_json_header`'s cost): the answers to sends and pulls, one or more per message. Another
+    serialize type takes the usual path. The bytes are :func:`encode_json_header`'s (tested)."""
+
+    __slots__ = ()
+
+    def encode_parts(self, serialize_type: SerializeType | None = None) -> list[bytes]:
+        st = self.serialize_type if serialize_type is None else serialize_type
+        ext = self.ext_fields
+        language = _language_names.get(self.language)
+        if st is not SerializeType.JSON or not ext or language is None:
+            return RemotingCommand.encode_parts(self, serialize_type)
+        members = '","'.join(map('":"'.join, ext.items()))
+        remark = self.remark
+        header = (f'{{"code":{int(self.code)},"extFields":{{"{members}"}},"flag":{int(self.flag)},"language":'
+                  f'"{language}","opaque":{int(self.opaque)}' + ("" if remark is None else f',"remark":"{remark}"')
+                  + f',"serializeTypeCurrentRPC":"JSON","version":{int(self.version)}}}').encode()  # fmt: skip
+        size = len(header)
+        if size > MAX_HEADER_LENGTH:
+            return RemotingCommand.encode_parts(self, serialize_type)  # which refuses it
+        body = self.body
+        if not body:
+            return [_FRAME_HEAD.pack(4 + size, size) + header]
+        return [_FRAME_HEAD.pack(4 + size + len(body), size) + header, body]
+
+
+def plain_json_text(text: str) -> bool:
+    """True when JSON writes *text* as it is (what an :class:`UnescapedCommand` may hold)."""
+    return text.isascii() and _JSON_ESCAPED.search(text) is None
 
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:

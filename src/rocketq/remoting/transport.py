@@ -308,7 +308,7 @@ class RemotingConnection(asyncio.Protocol):
             return
         try:
             result = processor(self, request)
-            if result is None or type(result) is RemotingCommand:
+            if result is None or isinstance(result, RemotingCommand):
                 pass  # the usual answer, at once: no awaitable to look for
             elif inspect.iscoroutine(result):
                 try:
