@@ -119,6 +119,7 @@ def bench_puts(root: Path, count: int, size: int, *, dispatch: bool, batch: int 
         store.put_message(store.to_message_ext(Message(TOPIC, b"warm-up", 0, {}), 0))
         store.wait_dispatched(60)
         settle(store)
+        first_offset = store.get_max_phy_offset()  # a stored message's offset is at least this
         gc.collect()
         gc.freeze()  # the prebuilt messages are not garbage; keep the collector off them
         cpu_start = time.process_time()
@@ -140,9 +141,15 @@ def bench_puts(root: Path, count: int, size: int, *, dispatch: bool, batch: int 
         end = time.perf_counter()
         cpu = time.process_time() - cpu_start
         stored = store.get_max_phy_offset()
+        # Every put must have stored its message (plus the warm-up's): a store refuses puts when the disk is
+        # nearly full (diskMaxUsedSpaceRatio), and a run of refusals would time nothing but failures.
+        kept = sum(1 for m in msgs if m.commit_log_offset >= first_offset)
     finally:
         gc.unfreeze()
         store.close()
+    if kept != count:
+        raise SystemExit(f"store_bench: only {kept:,} of {count:,} puts were stored in {root} (is the disk nearly "
+                         f"full? the store refuses puts above diskMaxUsedSpaceRatio); no figure from this run")
     # CPU time of all the store's threads per message: steadier than wall time on a shared machine.
     return {"puts_per_s": count / (end - start), "put_only_per_s": count / (put_done - start),
             "mb_per_s": stored / (end - start) / 1e6, "cpu_us_per_msg": cpu / count * 1e6}  # fmt: skip
