@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,7 +18,7 @@ from rocketq.common.codec import decode_record
 from rocketq.common.message import MessageExt
 from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand, create_request
-from rocketq.remoting.transport import RemotingClient
+from rocketq.remoting.transport import RemotingClient, RemotingConnection
 
 HOST = "127.0.0.1"
 _T = TypeVar("_T")
@@ -60,6 +60,21 @@ async def running_broker(store: Path, **extra: str) -> AsyncIterator[BrokerContr
 async def settle(broker: BrokerController) -> None:
     """Wait (at most 5 s) until every stored message is in its consume queue and the index."""
     assert await asyncio.to_thread(broker.store.wait_dispatched, 5.0)
+
+
+class Recorder:
+    """A client's processor of what a broker pushes (NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET,
+    ...): keeps each request in ``requests`` and sets ``arrived``; answers with *answer* (None: one-way)."""
+
+    def __init__(self, answer: Callable[[RemotingCommand], RemotingCommand] | None = None) -> None:
+        self.requests: list[RemotingCommand] = []
+        self.arrived = asyncio.Event()
+        self._answer = answer
+
+    def __call__(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
+        self.requests.append(request)
+        self.arrived.set()
+        return self._answer(request) if self._answer is not None else None
 
 
 @contextlib.asynccontextmanager

@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from broker_support import client_of, heartbeat, props, pull_request, run, running_broker, send_v2, settle
+from broker_support import Recorder, client_of, heartbeat, props, pull_request, run, running_broker, send_v2, settle
 from rocketq.broker.broker_stats import KeyedStats
 from rocketq.common import json_compat
 from rocketq.namesrv.namesrv_controller import NamesrvController
 from rocketq.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
-from rocketq.remoting.transport import RemotingClient, RemotingConnection
+from rocketq.remoting.transport import RemotingClient
 
 
 def _commit(group: str, topic: str, queue_id: int, offset: int) -> RemotingCommand:
@@ -109,13 +109,8 @@ def test_reset_offset_by_time_goes_to_the_online_consumers(tmp_path: Path) -> No
             r = await admin.invoke(reset)
             # nobody online: the tool then commits the offsets itself (ResetOffsetByTimeOldCommand)
             assert r.code == ResponseCode.CONSUMER_NOT_ONLINE and r.remark.startswith("Consumer not online")
-            got: list[RemotingCommand] = []
-            arrived = asyncio.Event()
-
-            def on_reset(conn: RemotingConnection, request: RemotingCommand) -> None:
-                got.append(request)
-                arrived.set()
-
+            on_reset = Recorder()
+            got = on_reset.requests
             consumer = RemotingClient(broker.broker_addr)
             consumer.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, on_reset)
             try:
@@ -124,7 +119,7 @@ def test_reset_offset_by_time_goes_to_the_online_consumers(tmp_path: Path) -> No
                 assert r.code == ResponseCode.SUCCESS
                 table = json_compat.loads(r.body)["offsetTable"]
                 assert {k["queueId"]: v for k, v in table.items()}[0] == 4
-                await asyncio.wait_for(arrived.wait(), 5)
+                await asyncio.wait_for(on_reset.arrived.wait(), 5)
                 assert got[0].is_oneway and got[0].ext_fields == {"topic": "T", "group": "CG", "timestamp": "-1",
                                                                   "isForce": "true"}  # fmt: skip
                 pushed = json_compat.loads(got[0].body)["offsetTable"]
@@ -148,16 +143,8 @@ def test_consumer_running_info_and_consume_directly_are_passed_to_the_consumer(t
             r = await admin.invoke(send_v2("T", b"direct", properties=props(UNIQ_KEY="AB", KEYS="k")))
             offset_id = (r.ext_fields or {})["msgId"]
             await settle(broker)
-            asked: list[RemotingCommand] = []
-
-            def on_running_info(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-                asked.append(request)
-                return make_response_for(request, ResponseCode.SUCCESS, body=b'{"properties":{"x":"1"}}')
-
-            def on_direct(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-                asked.append(request)
-                return make_response_for(request, ResponseCode.SUCCESS, body=b'{"consumeResult":"CR_SUCCESS"}')
-
+            on_running_info = Recorder(lambda r: make_response_for(r, body=b'{"properties":{"x":"1"}}'))
+            on_direct = Recorder(lambda r: make_response_for(r, body=b'{"consumeResult":"CR_SUCCESS"}'))
             consumer = RemotingClient(broker.broker_addr)
             consumer.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, on_running_info)
             consumer.register_processor(RequestCode.CONSUME_MESSAGE_DIRECTLY, on_direct)
@@ -170,14 +157,15 @@ def test_consumer_running_info_and_consume_directly_are_passed_to_the_consumer(t
                 await consumer.invoke(heartbeat("10.0.0.1@1", "CG", {"T": "*"}))
                 r = await admin.invoke(info)
                 assert (r.code, r.body) == (ResponseCode.SUCCESS, b'{"properties":{"x":"1"}}')
-                assert asked[0].code == RequestCode.GET_CONSUMER_RUNNING_INFO
-                assert asked[0].ext_fields == {"consumerGroup": "CG", "clientId": "10.0.0.1@1", "jstackEnable": "false"}
+                asked = on_running_info.requests[0]
+                assert asked.code == RequestCode.GET_CONSUMER_RUNNING_INFO
+                assert asked.ext_fields == {"consumerGroup": "CG", "clientId": "10.0.0.1@1", "jstackEnable": "false"}
                 direct = create_request(RequestCode.CONSUME_MESSAGE_DIRECTLY, {"consumerGroup": "CG",
                                                                                "clientId": "10.0.0.1@1",
                                                                                "msgId": offset_id})  # fmt: skip
                 r = await admin.invoke(direct)
                 assert (r.code, r.body) == (ResponseCode.SUCCESS, b'{"consumeResult":"CR_SUCCESS"}')
-                forwarded = asked[1]
+                forwarded = on_direct.requests[0]
                 assert forwarded.ext_fields is not None and forwarded.ext_fields["brokerName"] == "broker-a"
                 # the whole stored record, as selectOneMessageByOffset gives it
                 assert forwarded.body is not None and b"direct" in forwarded.body

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from broker_support import (
+    Recorder,
     client_of,
     decode_records,
     heartbeat,
@@ -21,7 +22,7 @@ from broker_support import (
 from rocketq.common import json_compat
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, create_request
-from rocketq.remoting.transport import RemotingClient, RemotingConnection
+from rocketq.remoting.transport import RemotingClient
 
 
 def _list_request(group: str) -> RemotingCommand:
@@ -31,13 +32,8 @@ def _list_request(group: str) -> RemotingCommand:
 def test_heartbeat_consumer_list_and_notify_push(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path / "s") as broker:
-            pushed: list[RemotingCommand] = []
-            got_push = asyncio.Event()
-
-            def on_notify(conn: RemotingConnection, request: RemotingCommand) -> None:
-                pushed.append(request)
-                got_push.set()
-
+            on_notify = Recorder()
+            pushed, got_push = on_notify.requests, on_notify.arrived
             first = RemotingClient(broker.broker_addr)
             first.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, on_notify)
             second = RemotingClient(broker.broker_addr)

@@ -48,8 +48,8 @@ from rocketq.common.heartbeat import MessageModel, SubscriptionData, build_subsc
 from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import MessageExt
 from rocketq.common.mixall import MASTER_ID
-from rocketq.remoting.codes import FLAG_RESPONSE, ResponseCode
-from rocketq.remoting.command import RemotingCommand, UnescapedCommand, make_response_for
+from rocketq.remoting.codes import ResponseCode
+from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.transport import RemotingConnection, parse_address
 from rocketq.store.message_store import GetMessageStatus
 
@@ -195,9 +195,8 @@ class PullMessageProcessor:
             ctl.stats.on_get(result.message_count)
             ctl.group_get_stats.add(f"{topic}@{group}", result.message_count)
             # Numbers and a status name: plain JSON text.
-            response = UnescapedCommand(int(code), opaque=request.opaque, flag=FLAG_RESPONSE, remark=result.status.name,
-                                        ext_fields={k: str(v) for k, v in ext.items()},
-                                        body=b"".join(result.messages))  # fmt: skip
+            response = make_response_for(request, code, result.status.name, ext_fields=ext,
+                                         body=b"".join(result.messages), unescaped=True)  # fmt: skip
         elif code == ResponseCode.PULL_NOT_FOUND and broker_allow_suspend and has_suspend:
             timeout_ms = suspend_timeout if cfg.long_polling_enable else cfg.short_polling_time_mills
             response = _Suspend(topic, queue_id, queue_offset, message_filter, timeout_ms / 1000.0)

@@ -19,6 +19,7 @@ with delay level ``3 + reconsumeTimes`` (or the one asked for) and ``reconsumeTi
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import random
 import shutil
@@ -111,6 +112,10 @@ _INT_MAX = (1 << 31) - 1
 #: The text of the small numbers a send header carries (queue ids, flags, counts): no parse, no check.
 _SMALL_INTS = {str(i): i for i in range(-1, 1024)}
 _LONG_MAX = (1 << 63) - 1
+
+
+# Whether a setting written into every answer (the region) is plain JSON text: a few values a broker's life.
+_plain_setting = functools.lru_cache(maxsize=16)(plain_json_text)
 
 
 def _canonical_int(text: str, limit: int) -> int:
@@ -208,8 +213,6 @@ class SendMessageProcessor:
 
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
-        self._region_seen = ""
-        self._region_plain = True
 
     # --- dispatch -------------------------------------------------------------------------------------
     def process_request(self, conn: RemotingConnection, request: RemotingCommand) -> Reply:
@@ -228,11 +231,6 @@ class SendMessageProcessor:
         return self.send_message(conn, request, header)
 
     # --- checks ---------------------------------------------------------------------------------------
-    def _plain_region(self, region: str) -> bool:
-        if region != self._region_seen:
-            self._region_seen, self._region_plain = region, plain_json_text(region)
-        return self._region_plain
-
     def _response_ext(self) -> dict[str, str]:
         c = self.controller.broker_config
         return {"MSG_REGION": c.region_id, "TRACE_ON": "true" if c.trace_on else "false"}
@@ -392,9 +390,9 @@ class SendMessageProcessor:
             # The extFields as text already (in the order Java's HashMap writes them): nothing left to convert.
             ext = {"queueId": str(queue_id), **self._response_ext(), "msgId": result.msg_id,
                    "queueOffset": str(result.logics_offset)}  # fmt: skip
-            # Numbers, hex ids and true/false: plain JSON text, but for the region (a setting, checked when it
-            # changes) and a transaction id (the producer's).
-            answer = UnescapedCommand if self._plain_region(ext["MSG_REGION"]) else RemotingCommand
+            # Numbers, hex ids and true/false: plain JSON text, but for the region (a setting, checked once per
+            # value) and a transaction id (the producer's).
+            answer = UnescapedCommand if _plain_setting(ext["MSG_REGION"]) else RemotingCommand
             if transaction_id:
                 ext["transactionId"] = transaction_id
                 answer = RemotingCommand

@@ -190,11 +190,10 @@ class ReputMessageService:
         index = self.store.index_service
         while not self._stopped.is_set():
             # Keys left waiting by dispatch (whichever thread dispatched) go into the index after DEFER_S at most.
-            if index.pending_count:
-                try:
-                    index.build_pending_if_due()
-                except Exception:  # pragma: no cover - as a dispatch failure below
-                    _log.exception("indexing waiting keys failed")
+            try:
+                index.build_pending_if_due()
+            except Exception:  # pragma: no cover - as a dispatch failure below
+                _log.exception("indexing waiting keys failed")
             # Say "asleep" before looking for work: an append after the look sees the flag and wakes us.
             self._sleeping = True
             if self.fallback_only:
@@ -573,8 +572,7 @@ class MessageStore:
         reput_from = max(reput_from, 0, self.commit_log.get_min_offset())
         self.reput = ReputMessageService(self, reput_from)
         self.reput.start()
-        self.reput.wait_caught_up(3600.0)
-        self.index_service.build_pending()
+        self.wait_dispatched(3600.0)
         self._recover_topic_queue_table()
         if self.dispatch_enabled:
             self.commit_log.on_append = self.reput.wakeup
