@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from broker_support import client_of, decode_records, props, pull_request, run, running_broker, send_v2, settle
 from rocketq.common.codec import encode_batch_body
 from rocketq.common.message import Message
 from rocketq.common.message_id import decode_offset_message_id
 from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
-from rocketq.remoting.command import RemotingCommand, create_request
-from rocketq.remoting.transport import RemotingClient
+from rocketq.remoting.command import RemotingCommand, UnescapedCommand, create_request
+from rocketq.remoting.transport import RemotingClient, RemotingConnection
 
 
 def test_send_v2_v1_and_rocketmq_header_store_and_answer_like_java(tmp_path: Path) -> None:
@@ -44,6 +46,31 @@ def test_send_v2_v1_and_rocketmq_header_store_and_answer_like_java(tmp_path: Pat
             assert first.uniq_key == ext["transactionId"]
             assert first.store_host == ("127.0.0.1", broker.port) and first.born_host[0] == "127.0.0.1"
             assert msgs[1].flag == 7 and msgs[1].born_timestamp == 5
+
+    run(scenario())
+
+
+def test_a_send_answer_escapes_the_transaction_id_only_when_it_needs_it(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The answer carries the message's UNIQ_KEY as transactionId: a hex one goes out as an UnescapedCommand,
+    any other text through the escaping encoder, and both read back as sent."""
+    answers: list[RemotingCommand] = []
+    enqueue = RemotingConnection._enqueue
+
+    def spy(self: RemotingConnection, cmd: RemotingCommand) -> None:
+        if cmd.is_response and cmd.ext_fields and "transactionId" in cmd.ext_fields:
+            answers.append(cmd)
+        enqueue(self, cmd)
+
+    monkeypatch.setattr(RemotingConnection, "_enqueue", spy)
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            odd = 'id "quoted" \\ tab\t é \u2028'
+            for uniq in ("7F0000010001ABCDEF0123456789", odd):
+                r = await client.invoke(send_v2("T1", b"x", properties=props(UNIQ_KEY=uniq)))
+                assert r.code == ResponseCode.SUCCESS and (r.ext_fields or {})["transactionId"] == uniq
+            assert [type(a) for a in answers] == [UnescapedCommand, RemotingCommand]
 
     run(scenario())
 

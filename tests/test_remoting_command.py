@@ -381,6 +381,37 @@ def test_rocketmq_ext_fields_read_as_entry_by_entry(entries: list[tuple[bytes, b
     assert cmd.ext_fields == (_plain_ext_reading(block) if block else None)
 
 
+def _strict_ext_reading(block: bytes) -> dict[str, str] | None:
+    """The plain reading when the entries fill the block exactly with no negative length, else None (refused)."""
+    pos = 0
+    while pos < len(block):
+        if pos + 2 > len(block):
+            return None
+        key_len = int.from_bytes(block[pos : pos + 2], "big", signed=True)
+        pos += 2 + key_len
+        if key_len < 0 or pos + 4 > len(block):
+            return None
+        value_len = int.from_bytes(block[pos : pos + 4], "big", signed=True)
+        pos += 4 + value_len
+        if value_len < 0 or pos > len(block):
+            return None
+    return _plain_ext_reading(block)
+
+
+@given(st.lists(st.one_of(st.binary(max_size=3), st.sampled_from([b"\x00\x01k", b"\x00\x00\x00\x02", b"\xff\xff",
+                                                                  b"\x80\x00\x00\x00", "é".encode()])), max_size=12))
+def test_any_rocketmq_ext_block_is_read_as_entry_by_entry_or_refused(pieces: list[bytes]) -> None:
+    """Arbitrary bytes as an extFields block: refused with FrameError exactly when a plain reading finds an entry
+    cut short, a negative length or a part past the block; read as that plain reading otherwise."""
+    block = b"".join(pieces)
+    expected = _strict_ext_reading(block)
+    if expected is None:
+        with pytest.raises(FrameError):
+            decode_rocketmq_header(_rocketmq(b"", block))
+    else:
+        assert decode_rocketmq_header(_rocketmq(b"", block)).ext_fields == (expected if block else None)
+
+
 @pytest.mark.parametrize(
     "header",
     [

@@ -391,11 +391,13 @@ class SendMessageProcessor:
             ext = {"queueId": str(queue_id), **self._response_ext(), "msgId": result.msg_id,
                    "queueOffset": str(result.logics_offset)}  # fmt: skip
             # Numbers, hex ids and true/false: plain JSON text, but for the region (a setting, checked once per
-            # value) and a transaction id (the producer's).
+            # value) and the transaction id: the message's UNIQ_KEY, which every send carries. Clients write it
+            # in hex, yet it is the producer's text, so it is checked.
             answer = UnescapedCommand if _plain_setting(ext["MSG_REGION"]) else RemotingCommand
             if transaction_id:
                 ext["transactionId"] = transaction_id
-                answer = RemotingCommand
+                if not plain_json_text(transaction_id):
+                    answer = RemotingCommand
             self.controller.stats.on_put(result.msg_num)
             return answer(int(code), opaque=request.opaque, flag=FLAG_RESPONSE, ext_fields=ext)
         code, remark = self.put_failure(status, result.error)
