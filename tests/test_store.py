@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import random
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from rocketq.common.errors import StoreError
 from rocketq.common.javacompat import java_string_hash
 from rocketq.common.message import TRANSACTION_PREPARED_TYPE, Message, MessageExt
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
+from rocketq.store import message_store
 from rocketq.store.commit_log import PutMessageStatus
 from rocketq.store.consume_queue import CQ_UNIT
 from rocketq.store.message_filter import TagFilter
@@ -224,6 +226,55 @@ def test_batch_put(tmp_path: Path) -> None:
         assert [m.queue_offset for m in got] == list(range(1, 9))
         assert len({m.store_timestamp for m in got}) == 1
         assert r.msg_id.split(",") == [m.msg_id for m in got]
+
+
+@pytest.mark.parametrize("file_size", [64 * 1024, 256 * 1024])
+def test_get_message_reads_a_run_in_one_file_as_the_unit_by_unit_loop_does(tmp_path: Path, file_size: int,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """get_message's list-at-a-time path (nothing to filter, one file, in memory) gives what its loop gives, unit
+    by unit, for every queue, offset and limit tried: records spread over files, interleaved between queues,
+    batches, byte and count limits, filters, and the in-disk case where the path steps aside."""
+    rng = random.Random(7)
+    with MessageStore(small_config(tmp_path / "s", mapped_file_size_commit_log=file_size)) as store:
+        for _ in range(300):
+            queue = rng.randrange(3)
+            tags = {"TAGS": rng.choice(["TagA", "TagB"])}
+            if rng.random() < 0.2:
+                store.put_messages([Message("Run", bytes(rng.randrange(1, 900)), 0, tags) for _ in range(5)], queue)
+            else:
+                store.put_message(Message("Run", bytes(rng.randrange(1, 2500)), 0, tags), queue)
+        store.wait_dispatched()
+        assert len(store.commit_log.mapped_file_queue.files) > 1
+        fast = store._get_from_one_file
+        taken = 0
+
+        def counted(*args: Any) -> bool:
+            nonlocal taken
+            done = fast(*args)
+            taken += done
+            return done
+
+        cfg = store.config
+        head = store.get_message("g", "Run", 0, 0, 4).messages
+        exact = len(head[0]) + len(head[1]) + len(head[2])  # a byte limit met exactly by three records
+        # 2 % of 10 MB: records more than 200 KB behind the end are "in disk", the rest in memory.
+        monkeypatch.setattr(message_store, "_PHYSICAL_MEMORY", 10_000_000)
+        for limits in [(256 * 1024, 32, 40), (3000, 32, 40), (20000, 5, 40), (exact, 32, 40), (256 * 1024, 32, 0),
+                       (256 * 1024, 32, 2)]:  # fmt: skip
+            cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory, \
+                cfg.access_message_in_memory_max_ratio = limits  # fmt: skip
+            for queue in range(3):
+                top = store.get_max_offset_in_queue("Run", queue)
+                near = range(top + 1) if limits[2] == 2 else ()  # every offset where memory meets disk
+                for offset in sorted({0, 1, top - 1, top, *rng.sample(range(top), 12), *near}):
+                    for max_count in (1, 3, 32, 100):
+                        for message_filter in (None, TagFilter("*"), TagFilter("TagA")):
+                            monkeypatch.setattr(store, "_get_from_one_file", counted)
+                            got = store.get_message("g", "Run", queue, offset, max_count, message_filter)
+                            monkeypatch.setattr(store, "_get_from_one_file", lambda *args: False)
+                            want = store.get_message("g", "Run", queue, offset, max_count, message_filter)
+                            assert got == want, (limits, queue, offset, max_count, message_filter)
+        assert taken > 300  # the path was taken, not only stepped aside
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,11 @@ class TagFilter:
             self.tags = frozenset(t.strip() for t in expr.split("||") if t.strip())
             self.codes = frozenset(java_string_hash(t) for t in self.tags)
 
+    @property
+    def matches_all(self) -> bool:
+        """``*``: every record matches (``get_message`` then reads without asking record by record)."""
+        return self.codes is None
+
     def is_matched_by_consume_queue(self, tags_code: int) -> bool:
         return self.codes is None or tags_code in self.codes
 
