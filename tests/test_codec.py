@@ -14,6 +14,7 @@ from rocketq.common.codec import (
     BLANK_MAGIC_CODE,
     decode_batch_body,
     decode_record,
+    decode_records_of,
     encode_batch_body,
     encode_record,
     read_size_and_magic,
@@ -166,6 +167,54 @@ def test_ipv6_hosts_round_trip() -> None:
     assert back.born_host == ("::1", 1234) and back.store_host == ("fe80::2", 10911)
     assert len(back.msg_id) == 56
     assert decode_offset_message_id(back.msg_id) == (("fe80::2", 10911), 0)
+
+
+def _records_one_by_one(body: bytes) -> tuple[list[MessageExt], bool]:
+    """decode_record record after record: what decode_records_of must give (and whether a record failed)."""
+    out: list[MessageExt] = []
+    pos = 0
+    while pos + 8 <= len(body):
+        try:
+            msg = decode_record(body, pos)
+        except CorruptRecordError:
+            return out, True
+        if msg.store_size <= 0:
+            break
+        out.append(msg)
+        pos += msg.store_size
+    return out, False
+
+
+_RECORDS = st.lists(
+    st.builds(
+        MessageExt,
+        topic=st.sampled_from(["T", "Topic-é", "T" * 127, "T" * 200]),
+        body=st.binary(max_size=40),
+        properties=st.dictionaries(st.sampled_from(["KEYS", "TAGS", "k", "é"]), st.text("ab é", min_size=1),
+                                   max_size=3),  # fmt: skip
+        born_host=st.sampled_from([("127.0.0.1", 1), ("10.1.2.3", 65535), ("::1", 7)]),
+        store_host=st.sampled_from([("127.0.0.1", 10911), ("fe80::2", 10911)]),
+        queue_id=st.integers(0, 7),
+        queue_offset=st.integers(0, 1 << 40),
+    ),
+    max_size=5,
+)
+
+
+@given(_RECORDS, st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3), st.integers(0, 64))
+def test_records_of_a_body_read_as_record_by_record(msgs: list[MessageExt], flips: list[tuple[int, int]],
+                                                    cut: int) -> None:  # fmt: skip
+    """A body of records (IPv4 and IPv6 hosts, v1 and v2 topics, empty bodies and properties), with bytes changed
+    and its end cut off: the same messages and the same failure as decoding record after record."""
+    body = bytearray(b"".join(bytes(encode_record(m, allow_v2=True)) for m in msgs))
+    for at, value in flips:
+        if body:
+            body[at % len(body)] = value
+    body = body[: max(0, len(body) - cut)] if cut < 32 else body
+    got, error = decode_records_of(bytes(body))
+    want, failed = _records_one_by_one(bytes(body))
+    assert got == want
+    assert (error is not None) == failed
 
 
 def test_corrupt_records_are_rejected() -> None:

@@ -25,8 +25,7 @@ from rocketq.client.message_queue import MessageQueue
 from rocketq.client.route import TopicRouteData, parse_topic_route
 from rocketq.client.send_result import SendResult, SendStatus
 from rocketq.common import json_compat
-from rocketq.common.codec import decode_record
-from rocketq.common.errors import CorruptRecordError
+from rocketq.common.codec import decode_records_of
 from rocketq.common.javacompat import hashmap_order
 from rocketq.common.message import MessageExt
 from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC
@@ -64,23 +63,12 @@ def java_ext_fields(fields: Mapping[str, object]) -> dict[str, str]:
 def decode_records(body: bytes | None) -> list[MessageExt]:
     """The records of a pull/query body, back to back; a record that does not decode ends the list,
     as Java's ``MessageDecoder.decodes`` stops at the first it cannot read."""
-    out: list[MessageExt] = []
     if not body:
-        return out
-    pos = 0
-    end = len(body)
-    view = memoryview(body)
-    while pos + 8 <= end:
-        try:
-            msg = decode_record(view, pos)
-        except CorruptRecordError as exc:
-            log.warning("dropping the rest of a body at %d: %s", pos, exc)
-            break
-        if msg.store_size <= 0:
-            break
-        out.append(msg)
-        pos += msg.store_size
-    return out
+        return []
+    msgs, error = decode_records_of(body)
+    if error is not None:
+        log.warning("dropping the rest of a body: %s", error)
+    return msgs
 
 
 class MQClientAPI:

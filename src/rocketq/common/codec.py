@@ -344,6 +344,62 @@ def decode_record(buf: bytes | bytearray | memoryview, pos: int = 0, *, check_cr
     )  # fmt: skip
 
 
+_HEADER_V4 = _HEADER_BY_FLAGS[0]
+_HEADER_V4_SIZE = _HEADER_V4.size
+
+
+def decode_records_of(body: bytes) -> tuple[list[MessageExt], CorruptRecordError | None]:
+    """The records of *body*, back to back (a pull or query answer), and the error of the first record that
+    does not decode (None when every byte was read): what :func:`decode_record` gives record after record,
+    stopping at a record of no size.
+
+    A record of the usual kind (magic v1, IPv4 hosts) is read in line, a struct unpack and a few slices of
+    *body*; anything else, or anything that does not add up, is left to :func:`decode_record`, which reads
+    it or says why not. (The consumer's side of a pull: 32 records at a time.)
+    """
+    if type(body) is not bytes:
+        body = bytes(body)  # slices of it are the messages' bodies
+    out: list[MessageExt] = []
+    end = len(body)
+    pos = 0
+    unpack_head, unpack_i16 = _HEADER_V4.unpack_from, _I16.unpack_from
+    topics, hosts = _TOPIC_TEXT, _HOST_TEXT
+    while pos + 8 <= end:
+        try:
+            (total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_addr, born_port,
+             store_ts, store_addr, store_port, reconsume, prepared, body_len) = unpack_head(body, pos)  # fmt: skip
+            body_at = pos + _HEADER_V4_SIZE
+            topic_at = body_at + body_len
+            props_at = topic_at + 1 + body[topic_at]
+            props_len = unpack_i16(body, props_at)[0]
+            record_end = props_at + 2 + props_len
+            usual = magic == MESSAGE_MAGIC_CODE and not sys_flag & _HOST_FLAGS and body_len >= 0 and \
+                body[topic_at] < 0x80 and props_len >= 0 and record_end - pos == total and \
+                record_end <= end  # fmt: skip
+        except (struct.error, IndexError):
+            usual = False
+        if usual:
+            topic_raw = body[topic_at + 1 : props_at]
+            props_raw = body[props_at + 2 : record_end]
+            msg = MessageExt(
+                topics.get(topic_raw) or _text_of(topics, topic_raw, decode_utf8_java), body[body_at:topic_at],
+                flag, string_to_properties(props_raw.decode("utf-8", "replace")) if props_len else {}, queue_id,
+                sys_flag, born_ts, (hosts.get(born_addr) or _text_of(hosts, born_addr, bytes_to_host), born_port),
+                store_ts, (hosts.get(store_addr) or _text_of(hosts, store_addr, bytes_to_host), store_port),
+                reconsume, prepared, queue_offset, phys, total, body_crc, magic, props_raw,
+            )  # fmt: skip
+        else:
+            try:
+                msg = decode_record(body, pos)
+            except CorruptRecordError as exc:
+                return out, exc
+            if msg.store_size <= 0:
+                break
+        out.append(msg)
+        pos += msg.store_size
+    return out, None
+
+
 @dataclass(slots=True)
 class RecordInfo:
     """What dispatch and recovery need from a record, read without its body.
