@@ -191,7 +191,7 @@ _RECORDS = st.lists(
         topic=st.sampled_from(["T", "Topic-é", "T" * 127, "T" * 200]),
         body=st.binary(max_size=40),
         properties=st.dictionaries(st.sampled_from(["KEYS", "TAGS", "k", "é"]), st.text("ab é", min_size=1),
-                                   max_size=3),  # fmt: skip
+                                   max_size=3),
         born_host=st.sampled_from([("127.0.0.1", 1), ("10.1.2.3", 65535), ("::1", 7)]),
         store_host=st.sampled_from([("127.0.0.1", 10911), ("fe80::2", 10911)]),
         queue_id=st.integers(0, 7),

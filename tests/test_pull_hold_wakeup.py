@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from broker_support import client_of, decode_records, props, pull_request, run, running_broker, send_v2, settle
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.broker.expression_message_filter import ExpressionMessageFilter
@@ -18,6 +20,8 @@ from rocketq.common.codec import encode_batch_body
 from rocketq.common.heartbeat import SubscriptionData
 from rocketq.common.message import Message
 from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.transport import RemotingConnection
 from rocketq.store.message_store import SCALAR_DISPATCH, MessageStore, ReputMessageService
 from rocketq.store.store_config import MessageStoreConfig
 
@@ -59,6 +63,39 @@ def test_a_send_wakes_a_held_pull_without_the_reput_thread(tmp_path: Path) -> No
                 assert time.monotonic() - t0 < 5.0
                 assert r.code == ResponseCode.SUCCESS
                 assert [m.body for m in decode_records(r.body)] == [body]
+
+    run(scenario())
+
+
+def test_with_a_pull_held_a_send_is_dispatched_in_the_send_and_without_one_at_the_end_of_the_turn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A consumer that waits (a held pull) gets the message answered before the producer gets its answer, in the
+    callback that stored it; with nobody waiting, the send is answered first and the dispatch comes once a turn."""
+    answered: list[str] = []
+    enqueue = RemotingConnection._enqueue
+
+    def spy(self: RemotingConnection, cmd: RemotingCommand) -> None:
+        if cmd.is_response and cmd.code == ResponseCode.SUCCESS:
+            answered.append("pull" if cmd.body else "send")
+        enqueue(self, cmd)
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            dispatcher = broker._loop_dispatcher
+            assert dispatcher is not None
+            assert (await client.invoke(send_v2("W", b"first"))).code == ResponseCode.SUCCESS
+            assert dispatcher.immediate == 0  # nobody waits
+            await settle(broker)
+            monkeypatch.setattr(RemotingConnection, "_enqueue", spy)
+            held = asyncio.ensure_future(client.invoke(pull_request("g", "W", 0, 1, suspend_ms=20_000), timeout=30))
+            await _held(broker)
+            assert (await client.invoke(send_v2("W", b"second"))).code == ResponseCode.SUCCESS
+            r = await asyncio.wait_for(held, 10)
+            assert [m.body for m in decode_records(r.body)] == [b"second"]
+            assert answered == ["pull", "send"] and dispatcher.immediate == 1
+            answered.clear()
+            assert (await client.invoke(send_v2("W", b"third"))).code == ResponseCode.SUCCESS
+            assert answered == ["send"] and dispatcher.immediate == 1
 
     run(scenario())
 

@@ -207,8 +207,9 @@ class BrokerController:
             self.store.message_arriving_wanted = self._arrival_wanted
             self.store.message_arriving_property_topics = frozenset({TIMER_TOPIC})  # its due time
             self.store.message_arriving_listener = self._on_message_arriving
-            self._loop_dispatcher = LoopDispatcher(self.store, asyncio.get_running_loop(),
-                                                   self.pull_request_hold_service.drain_arrivals)  # fmt: skip
+            hold = self.pull_request_hold_service
+            self._loop_dispatcher = LoopDispatcher(self.store, asyncio.get_running_loop(), hold.drain_arrivals,
+                                                   lambda: bool(hold.pull_request_table))  # fmt: skip
             self._loop_dispatcher.install()
             await self.remoting_server.start()
             try:

@@ -12,7 +12,9 @@ So the broker dispatches on its event loop (:class:`LoopDispatcher`, the commit 
 
 - appended on the event loop (sends): once per loop turn, after the turn's appends (a callback the appends
   schedule, at most one pending), on the loop itself; right after it, the held pulls that the new records
-  satisfy are woken, and answered in the same callback (:mod:`rocketq.broker.pull_request_hold_service`);
+  satisfy are woken, and answered in the same callback (:mod:`rocketq.broker.pull_request_hold_service`).
+  While a pull is held, though, an append is dispatched at once, in the send that made it (see
+  :meth:`LoopDispatcher.on_append`);
 - appended on another thread (a delay level's or the timer's delivery thread): on the loop too, one hop away
   (``call_soon_threadsafe``, one for all the appends until it runs), so a delivery thread goes on to its next
   due message at once, and the copy reaches the held pull in one hand-over instead of two.
@@ -52,14 +54,19 @@ class LoopDispatcher:
     """The commit log's append hook while the broker runs (module docstring)."""
 
     def __init__(self, store: MessageStore, loop: asyncio.AbstractEventLoop,
-                 after_dispatch: Callable[[], None] | None = None) -> None:  # fmt: skip
+                 after_dispatch: Callable[[], None] | None = None,
+                 waited_for: Callable[[], bool] | None = None) -> None:  # fmt: skip
         """*after_dispatch* runs on the loop after each of its dispatches (the broker wakes the held pulls that
-        the dispatched records satisfy)."""
+        the dispatched records satisfy); while *waited_for* says yes (a pull is held), an append on the loop is
+        dispatched at once instead of at the end of the turn."""
         self._store = store
         self._loop = loop
         self._after_dispatch = after_dispatch
+        self._waited_for = waited_for
         self._loop_thread = threading.get_ident()  # made on the loop
         self._scheduled = False
+        self._dispatching = False
+        self.immediate = 0  # dispatches done at once, for tests and statistics
         self._previous = store.commit_log.on_append
 
     def install(self) -> None:
@@ -81,7 +88,18 @@ class LoopDispatcher:
             reput.wakeup()  # whatever was appended and not dispatched yet
 
     def on_append(self, end: int) -> None:
-        """Any thread, after an append (outside the commit log's put lock): one dispatch on the loop pending."""
+        """Any thread, after an append (outside the commit log's put lock): one dispatch on the loop pending.
+
+        On the loop, with a pull held (a consumer is caught up and waits), the append is dispatched at once:
+        at the end of the turn it would wait for the rest of the turn, every frame of the read that brought it
+        and every other connection's, which made most of the time between storing a message and answering the
+        pull that waits for it. With no pull held, nobody waits on that time, and one dispatch a turn costs less.
+        """
+        if self._waited_for is not None and not self._dispatching and self._waited_for() and \
+                threading.get_ident() == self._loop_thread:  # fmt: skip
+            self.immediate += 1
+            self._dispatch_turn()
+            return
         self._schedule()
 
     def _schedule(self) -> None:
@@ -109,10 +127,15 @@ class LoopDispatcher:
 
     def _dispatch_turn(self) -> None:
         self._scheduled = False
-        reput = self._store.reput
-        if reput is not None and not reput.dispatch_now(RECORDS_PER_TURN, LOCK_WAIT_S):
-            # The thread is dispatching, maybe not as far as this turn's appends: again in the next turn, as an
-            # append asks (waking the thread instead kept it at work, with the lock, while this loop held the GIL).
-            self._schedule()
-        if self._after_dispatch is not None:
-            self._after_dispatch()
+        self._dispatching = True  # an append made while dispatching (none is expected) waits for the next turn
+        try:
+            reput = self._store.reput
+            if reput is not None and not reput.dispatch_now(RECORDS_PER_TURN, LOCK_WAIT_S):
+                # The thread is dispatching, maybe not as far as this turn's appends: again in the next turn, as an
+                # append asks (waking the thread instead kept it at work, with the lock, while this loop held the
+                # GIL).
+                self._schedule()
+            if self._after_dispatch is not None:
+                self._after_dispatch()
+        finally:
+            self._dispatching = False
