@@ -18,6 +18,7 @@ from rocketq.broker.broker_config import load_broker_config
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.cli.args import port
 from rocketq.cli.signals import stop_signals
+from rocketq.common.gc_tuning import freeze_startup_objects
 from rocketq.remoting import eventloop
 
 DEFAULT_NAMESRV_PORT = 9876
@@ -79,6 +80,7 @@ def _describe_broker(broker: BrokerController) -> str:
 async def run_broker(broker: BrokerController) -> None:
     with stop_signals() as stop:
         await broker.start()
+        freeze_startup_objects()
         try:
             print(_describe_broker(broker), flush=True)
             names = broker.broker_config.namesrv_addr or "none"
@@ -119,6 +121,7 @@ async def run_start(args: argparse.Namespace) -> None:
             broker_config.namesrv_addr = namesrv.address
             broker = BrokerController(broker_config, store_config)
             await broker.start()
+            freeze_startup_objects()
             try:
                 print(_describe_broker(broker), flush=True)
                 print("rocketq ready (Ctrl-C to stop)", flush=True)

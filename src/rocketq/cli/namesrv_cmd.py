@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rocketq.cli.args import port
 from rocketq.cli.signals import stop_signals
+from rocketq.common.gc_tuning import freeze_startup_objects
 from rocketq.namesrv.namesrv_controller import NamesrvController
 from rocketq.remoting import eventloop
 
@@ -31,6 +32,7 @@ async def serve_until_stopped(ctl: NamesrvController) -> None:
     """Start, report where it listens, and stop cleanly on SIGINT/SIGTERM."""
     with stop_signals() as stop:
         await ctl.start()
+        freeze_startup_objects()
         print(f"rocketq name server listening on {ctl.address}", flush=True)
         try:
             await stop.wait()

@@ -68,6 +68,12 @@ class ClientConfig:
     ``rebalance_interval`` is Java's ``rocketmq.client.rebalance.waitInterval`` (20 s); the other names
     follow ``ClientConfig``. ``language`` and ``version`` are what the request headers say: by default
     those of the Java 4.9.4 client whose frames the protocol captures hold.
+
+    ``freeze_gc_at_start``: when the first client of the process starts, run one full collection and move the
+    objects then alive out of the cyclic collector's reach (:mod:`rocketq.common.gc_tuning`), so that a later
+    full collection does not stall every message in flight for tens of ms. Objects are still freed by reference
+    counting; only a reference cycle among them, dropped later, is never collected. False leaves the collector
+    alone.
     """
 
     namesrv_addr: str | None = None
@@ -82,6 +88,7 @@ class ClientConfig:
     api_timeout: float = 3.0
     language: LanguageCode = LanguageCode.JAVA
     version: int = int(MQVersion.V4_9_4)
+    freeze_gc_at_start: bool = True
 
     def namesrv_addrs(self) -> list[str]:
         return resolve_namesrv_addrs(self.namesrv_addr)

@@ -53,6 +53,7 @@ from rocketq.client.route import (
 )
 from rocketq.common import json_compat
 from rocketq.common.aio import wait_event
+from rocketq.common.gc_tuning import freeze_startup_objects
 from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
 from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand
@@ -185,6 +186,8 @@ class ClientInstance:
             raise ClientError(f"client instance {self.client_id} is shut down")
         self.api.set_namesrv_addrs(self.config.namesrv_addrs())
         self._started = True
+        if self.config.freeze_gc_at_start:
+            freeze_startup_objects()
         from rocketq.client.producer import Producer  # the inner producer is a producer like any other
 
         self.inner_producer = Producer(CLIENT_INNER_PRODUCER_GROUP, config=self.config, _instance=self)
