@@ -877,33 +877,26 @@ def _decode_rocketmq_ext(block: bytes) -> dict[str, str]:
     The loop does no bounds check of its own: reading a length past the block raises, a slice past it comes
     out short but leaves the position past the end, which the check after the loop refuses. (This loop is a
     third of the Python work of a Java client's send, a dozen entries a header.)"""
-    ext_fields: dict[str, str] = {}
+    ascii_block = block.isascii()  # every header a client sends in practice: one decode, then slices of it
+    text: str | bytes = block.decode("ascii") if ascii_block else block
+    entries: list[tuple[str | bytes, str | bytes]] = []
     n = len(block)
     pos = 0
     try:
-        if block.isascii():  # every header a client sends in practice: one decode, then slices
-            text = block.decode("ascii")
-            while pos < n:
-                key_len = _unpack_u16(block, pos)[0]
-                key = text[pos + 2 : pos + 2 + key_len]
-                pos += 2 + key_len
-                value_len = _unpack_u32(block, pos)[0]
-                pos += 4
-                if key_len and value_len:
-                    ext_fields[key] = text[pos : pos + value_len]
-                pos += value_len
-        else:
-            while pos < n:
-                key_len = _unpack_u16(block, pos)[0]
-                key = block[pos + 2 : pos + 2 + key_len]
-                pos += 2 + key_len
-                value_len = _unpack_u32(block, pos)[0]
-                pos += 4
-                if key_len and value_len:
-                    ext_fields[decode_utf8_java(key)] = decode_utf8_java(block[pos : pos + value_len])
-                pos += value_len
+        while pos < n:
+            key_len = _unpack_u16(block, pos)[0]
+            key = text[pos + 2 : pos + 2 + key_len]
+            pos += 2 + key_len
+            value_len = _unpack_u32(block, pos)[0]
+            pos += 4
+            if key_len and value_len:
+                entries.append((key, text[pos : pos + value_len]))
+            pos += value_len
     except struct.error:
         raise FrameError(f"ROCKETMQ header: extFields entry at byte {pos} cut short") from None
     if pos != n:
         raise FrameError(f"ROCKETMQ header: an extFields entry runs {pos - n} bytes past the extFields")
-    return ext_fields
+    if ascii_block:
+        return dict(entries)  # type: ignore[arg-type]
+    # Decoded in order, so a later entry wins even where two raw keys read as one text (bad UTF-8).
+    return {decode_utf8_java(k): decode_utf8_java(v) for k, v in entries}  # type: ignore[arg-type]

@@ -16,6 +16,11 @@ SUB_ALL = "*"
 
 
 class MessageFilter(Protocol):
+    @property
+    def matches_all(self) -> bool:
+        """Every record matches (``get_message`` then reads without asking record by record)."""
+        ...
+
     def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
 
     def is_matched_by_commit_log(self, record: bytes) -> bool: ...
@@ -36,7 +41,6 @@ class TagFilter:
 
     @property
     def matches_all(self) -> bool:
-        """``*``: every record matches (``get_message`` then reads without asking record by record)."""
         return self.codes is None
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool:

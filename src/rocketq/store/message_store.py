@@ -1075,8 +1075,11 @@ class MessageStore:
                                     max_offset)  # fmt: skip
         cfg = self.config
         result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
-        if (message_filter is None or getattr(message_filter, "matches_all", False) is True) and \
-                self._get_from_one_file(result, units, offset, max_count):  # fmt: skip
+        cl = self.commit_log
+        max_phy = cl.get_max_offset()
+        memory = _PHYSICAL_MEMORY * cfg.access_message_in_memory_max_ratio // 100
+        if (message_filter is None or message_filter.matches_all) and \
+                self._get_from_one_file(result, units, offset, max_count, max_phy, memory):  # fmt: skip
             return result
         # Units become Python ints a chunk at a time: a pull of 32 looks at up to 800 units but,
         # unfiltered, mostly uses its first 32.
@@ -1086,9 +1089,6 @@ class MessageStore:
         size_arr: list[int] = []
         tags_arr: list[int] | None = [] if message_filter is not None else None
         converted = 0
-        cl = self.commit_log
-        max_phy = cl.get_max_offset()
-        memory = _PHYSICAL_MEMORY * cfg.access_message_in_memory_max_ratio // 100
         mem_bytes, mem_count = cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory
         disk_bytes, disk_count = cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk
         file_size = cl.file_size
@@ -1169,11 +1169,13 @@ class MessageStore:
         result.suggest_pulling_from_slave = max_phy - last_phy > memory
         return result
 
-    def _get_from_one_file(self, result: GetMessageResult, units: np.ndarray, offset: int, max_count: int) -> bool:
+    def _get_from_one_file(self, result: GetMessageResult, units: np.ndarray, offset: int, max_count: int,
+                           max_phy: int, memory: int) -> bool:  # fmt: skip
         """:meth:`get_message`'s loop for its usual case, done with a few list operations per pull instead of a
         pass per unit: nothing to filter, and the records it would send all readable in one commit-log file and
-        "in memory" (so one pair of transfer limits holds for all). Fills *result* as the loop would and returns
-        True; returns False, *result* untouched, in any other case (the loop then reads unit by unit).
+        "in memory" (within *memory* bytes of *max_phy*, so one pair of transfer limits holds for all). Fills
+        *result* as the loop would and returns True; returns False, *result* untouched, in any other case (the
+        loop then reads unit by unit).
         """
         n = len(units)
         k = min(n, max_count)
@@ -1183,8 +1185,6 @@ class MessageStore:
         sizes = units["size"][:k].tolist()
         cfg = self.config
         cl = self.commit_log
-        max_phy = cl.get_max_offset()
-        memory = _PHYSICAL_MEMORY * cfg.access_message_in_memory_max_ratio // 100
         if min(sizes) <= 0 or max_phy - min(phys) > memory:
             return False
         # The loop takes the first record, then stops before a record past maxMsgNums, past the count limit or
