@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import GOLDEN
 from rocketq.common.javacompat import hashmap_order
+from rocketq.remoting import command as command_module
 from rocketq.remoting.codes import (
     CURRENT_VERSION,
     GOLDEN_CAPTURE_VERSION,
@@ -410,6 +411,53 @@ def test_any_rocketmq_ext_block_is_read_as_entry_by_entry_or_refused(pieces: lis
             decode_rocketmq_header(_rocketmq(b"", block))
     else:
         assert decode_rocketmq_header(_rocketmq(b"", block)).ext_fields == (expected if block else None)
+
+
+
+def _ext_block(entries: list[tuple[bytes, bytes]]) -> bytes:
+    return b"".join(len(k).to_bytes(2, "big") + k + len(v).to_bytes(4, "big") + v for k, v in entries)
+
+
+def test_an_ext_layout_seen_twice_is_read_by_one_unpack_and_blocks_of_its_size_still_read_right(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The layout cache: learned from the second block of the same lengths, then used only for a block of the same
+    lengths; a block of the same size in another layout, or not ASCII, or with an empty entry, is read entry by
+    entry. Every block comes out as the plain reading."""
+    monkeypatch.setattr(command_module, "_ext_layouts", {})
+    first = _ext_block([(b"a", b"group1"), (b"b", b"TopicA"), (b"e", b"3"), (b"i", b"KEYS\x01k-01\x02")])
+    size = len(first)
+    same_layout = _ext_block([(b"a", b"group2"), (b"b", b"TopicB"), (b"e", b"7"), (b"i", b"KEYS\x01k-02\x02")])
+    other_layout = _ext_block([(b"a", b"group22"), (b"b", b"TopicB"), (b"e", b"7"), (b"i", b"KEYS\x01k-2\x02")])
+    not_ascii = _ext_block([(b"a", b"gr\xfcp12"), (b"b", b"TopicB"), (b"e", b"7"), (b"i", b"KEYS\x01k-02\x02")])
+    empty_value = _ext_block([(b"a", b""), (b"bb", b"TopicBB"), (b"e", b"7"), (b"i", b"KEYS\x01k-000002\x02")])
+    assert len({size, len(same_layout), len(other_layout), len(not_ascii), len(empty_value)}) == 1
+
+    def read(block: bytes) -> dict[str, str] | None:
+        return decode_rocketmq_header(_rocketmq(b"", block)).ext_fields
+
+    assert read(first) == _plain_ext_reading(first)
+    assert command_module._ext_layouts[size][1] is None  # seen once: remembered, no reader yet
+    assert read(same_layout) == _plain_ext_reading(same_layout)
+    reader = command_module._ext_layouts[size][1]
+    assert reader is not None and reader.size == size
+    for block in (not_ascii, empty_value, first, other_layout, first, same_layout, first):
+        assert read(block) == _plain_ext_reading(block)
+    assert command_module._ext_layouts[size][1] is not None
+
+    # A reader is used at all: a block it reads is not read entry by entry.
+    monkeypatch.setattr(command_module, "_unpack_u16", None)
+    assert read(same_layout) == {"a": "group2", "b": "TopicB", "e": "7", "i": "KEYS\x01k-02\x02"}
+    with pytest.raises(TypeError):
+        read(other_layout)
+
+
+def test_the_ext_layout_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(command_module, "_ext_layouts", {})
+    for n in range(1, 3 * command_module._EXT_LAYOUTS_MAX):
+        block = _ext_block([(b"k", b"v" * n)])
+        assert decode_rocketmq_header(_rocketmq(b"", block)).ext_fields == {"k": "v" * n}
+        assert len(command_module._ext_layouts) <= command_module._EXT_LAYOUTS_MAX
 
 
 @pytest.mark.parametrize(
