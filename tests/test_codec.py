@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +13,17 @@ from hypothesis import strategies as st
 
 from rocketq.common.codec import (
     BLANK_MAGIC_CODE,
+    PropertiesTooLongError,
     decode_batch_body,
     decode_record,
     decode_records_of,
     encode_batch_body,
+    encode_one,
     encode_record,
+    encode_records,
     read_size_and_magic,
     record_length,
+    store_timestamp_pos,
 )
 from rocketq.common.errors import CorruptRecordError
 from rocketq.common.javacompat import crc32_masked, hashmap_order, java_string_hash
@@ -27,6 +32,7 @@ from rocketq.common.message import (
     STOREHOSTADDRESS_V6_FLAG,
     Message,
     MessageExt,
+    properties_to_string,
     string_to_properties,
 )
 from rocketq.common.message_id import (
@@ -217,6 +223,53 @@ def test_records_of_a_body_read_as_record_by_record(msgs: list[MessageExt], flip
     assert (error is not None) == failed
 
 
+
+@st.composite
+def _batches(draw: st.DrawFn) -> list[MessageExt]:
+    """Messages as a batch send makes them (one topic object, one born and one store host tuple, property bytes
+    set), some of them differing in one of those."""
+    topic = draw(st.sampled_from(["T", "Topic-é", "T" * 200]))
+    born = draw(st.sampled_from([("127.0.0.1", 1), ("::1", 7)]))
+    store = draw(st.sampled_from([("127.0.0.1", 10911), ("fe80::2", 10911)]))
+    msgs = []
+    for _ in range(draw(st.integers(1, 6))):
+        props = draw(st.dictionaries(st.sampled_from(["KEYS", "TAGS", "é"]), st.text("ab é", min_size=1), max_size=2))
+        raw = draw(st.sampled_from([None, properties_to_string(props).encode(), b"K\x01v"]))
+        msgs.append(MessageExt(
+            topic=draw(st.sampled_from([topic, topic, "Other", topic.encode().decode()])),  # equal, not the same
+            body=draw(st.binary(max_size=30)), flag=draw(st.integers(0, 9)), properties=props,
+            properties_bytes=raw, born_host=draw(st.sampled_from([born, born, ("10.0.0.9", 2), ("::1", 7)])),
+            store_host=draw(st.sampled_from([store, store, ("127.0.0.1", 10911)])),
+            queue_id=draw(st.integers(0, 7)), sys_flag=draw(st.sampled_from([0, 4, 8, 0x2C])),
+            born_timestamp=draw(st.integers(0, 1 << 41)), reconsume_times=draw(st.integers(0, 3)),
+        ))  # fmt: skip
+    return msgs
+
+
+@given(_batches())
+def test_messages_encoded_together_are_each_record_as_encoded_alone(msgs: list[MessageExt]) -> None:
+    """encode_records (the batch put's encoder, shared parts worked out once) against encode_one message by
+    message: the same bytes, sizes, STORETIMESTAMP positions and fields left on each message."""
+    alone = [dataclasses.replace(m) for m in msgs]
+    want = b"".join(bytes(encode_one(m, allow_v2=True)) for m in alone)
+    enc = encode_records(msgs, allow_v2=True)
+    assert bytes(enc.data) == want
+    assert enc.sizes == [m.store_size for m in alone] and enc.total == len(want)
+    assert enc.ts_pos == [store_timestamp_pos(m.sys_flag) for m in alone]
+    fields = ("sys_flag", "body_crc", "magic", "store_size", "properties_bytes")
+    assert [[getattr(m, f) for f in fields] for m in msgs] == [[getattr(m, f) for f in fields] for m in alone]
+
+
+def test_encode_records_of_nothing_and_of_properties_too_long() -> None:
+    assert encode_records([]).total == 0
+    host = ("127.0.0.1", 1)
+    msgs = [MessageExt(topic="T", body=b"x", born_host=host, store_host=host, properties_bytes=b"k\x01v")
+            for _ in range(2)]  # fmt: skip
+    msgs[1].properties_bytes = b"k\x01" + b"v" * 40_000
+    with pytest.raises(PropertiesTooLongError):
+        encode_records(msgs)
+
+
 def test_corrupt_records_are_rejected() -> None:
     buf = encode_record(MessageExt(topic="T", body=b"abc"))
     bad = bytearray(buf)
@@ -259,11 +312,11 @@ def test_uniq_key_format() -> None:
 
 def test_batch_body_in_java_order() -> None:
     msg = Message("B", b"x", 0, {"WAIT": "true", "TAGS": "t", "KEYS": "k", "UNIQ_KEY": "U"})
-    [(_, raw)] = decode_batch_body(encode_batch_body([msg], java_order=True), "B")
+    [(_, _, _, raw)] = decode_batch_body(encode_batch_body([msg], java_order=True))
     assert raw == b"KEYS\x01k\x02UNIQ_KEY\x01U\x02WAIT\x01true\x02TAGS\x01t"  # a HashMap's order of these names
 
 
 def test_batch_body_round_trip() -> None:
     msgs = [Message("B", b"one", 1, {"KEYS": "k1"}), Message("B", b"", 0, {})]
-    items = decode_batch_body(encode_batch_body(msgs), "B")
-    assert [(m.body, m.flag, m.properties) for m, _ in items] == [(b"one", 1, {"KEYS": "k1"}), (b"", 0, {})]
+    items = decode_batch_body(encode_batch_body(msgs))
+    assert items == [(b"one", 1, {"KEYS": "k1"}, b"KEYS\x01k1"), (b"", 0, {}, b"")]

@@ -336,7 +336,7 @@ class SendMessageProcessor:
             return self._fail(request, ResponseCode.MESSAGE_ILLEGAL,
                               f"batch request does not support retry group {topic}")  # fmt: skip
         try:
-            items = decode_batch_body(request.body or b"", topic)
+            items = decode_batch_body(request.body or b"")
         except CorruptRecordError as exc:
             return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, f"the batch body does not decode: {exc}")
         if not items:
@@ -355,12 +355,12 @@ class SendMessageProcessor:
         store_host = ctl.store_host
         reconsume_times = header.reconsume_times or 0
         msgs: list[MessageExt] = []
-        for item, raw in items:
+        for body, flag, entry_props, raw in items:
             # The map is the one the stored bytes read back as: dispatch takes it (properties_parsed) instead of
             # reading each record back.
-            raw, props = join_batch_properties(raw, item.properties, batch_raw, batch_read)
+            raw, props = join_batch_properties(raw, entry_props, batch_raw, batch_read)
             msgs.append(MessageExt(
-                topic=topic, body=item.body, flag=item.flag, properties=props, queue_id=queue_id, sys_flag=sys_flag,
+                topic=topic, body=body, flag=flag, properties=props, queue_id=queue_id, sys_flag=sys_flag,
                 born_timestamp=header.born_timestamp, born_host=born_host, store_host=store_host,
                 reconsume_times=reconsume_times, properties_bytes=raw, properties_parsed=True,
             ))  # fmt: skip

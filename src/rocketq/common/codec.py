@@ -38,7 +38,7 @@ import struct
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeAlias
 
 from rocketq.common.errors import CorruptRecordError
 from rocketq.common.javacompat import crc32_masked, decode_utf8_java, encode_utf8_java, hashmap_ordered
@@ -230,14 +230,54 @@ def encode_one(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:
 
 
 def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> EncodedRecords:
-    """Encode *msgs* (:func:`record_parts`) into one buffer (see :class:`EncodedRecords`)."""
+    """Encode *msgs* into one buffer (see :class:`EncodedRecords`), each as :func:`record_parts` encodes it.
+
+    The messages of a batch share their topic and host tuples and carry their property bytes: the parts that
+    follow from those are worked out once, from the first message, and each message that shares them (the same
+    objects) is encoded with the rest of :func:`record_parts` inline; any other goes through it."""
     parts: list[bytes] = []
     sizes: list[int] = []
     ts_positions: list[int] = []
-    for msg in msgs:
-        parts += record_parts(msg, allow_v2=allow_v2)
-        sizes.append(msg.store_size)
-        ts_positions.append(68 if msg.sys_flag & BORNHOST_V6_FLAG else 56)
+    if not msgs:
+        return EncodedRecords(bytearray(), sizes, ts_positions)
+    first = msgs[0]
+    parts += record_parts(first, allow_v2=allow_v2)
+    sizes.append(first.store_size)
+    topic, born_host, store_host = first.topic, first.born_host, first.store_host
+    host_flags = first.sys_flag & _HOST_FLAGS
+    ts_pos = 68 if host_flags & BORNHOST_V6_FLAG else 56
+    ts_positions.append(ts_pos)
+    head = _HEADER_BY_FLAGS[host_flags].pack
+    topic_part = parts[2]
+    fixed = _FIXED_LENGTH[host_flags] + len(topic_part) + 2
+    magic = first.magic
+    born_addr, born_port = (_HOSTS.get(born_host[0]) or _host(born_host[0]))[0], born_host[1]
+    store_addr, store_port = (_HOSTS.get(store_host[0]) or _host(store_host[0]))[0], store_host[1]
+    for msg in msgs[1:]:
+        props = msg.properties_bytes
+        if msg.topic is not topic or msg.born_host is not born_host or msg.store_host is not store_host or \
+                props is None or len(props) > MAX_PROPERTIES_LENGTH:  # fmt: skip
+            parts += record_parts(msg, allow_v2=allow_v2)
+            sizes.append(msg.store_size)
+            ts_positions.append(68 if msg.sys_flag & BORNHOST_V6_FLAG else 56)
+            continue
+        body = msg.body or b""
+        body_len = len(body)
+        props_len = len(props)
+        total = fixed + body_len + props_len
+        body_crc = _crc32(body) & 0x7FFFFFFF if body_len else 0
+        sys_flag = msg.sys_flag = (msg.sys_flag & ~_HOST_FLAGS) | host_flags
+        msg.body_crc = body_crc
+        msg.magic = magic
+        msg.store_size = total
+        parts += (
+            head(total, magic, body_crc, msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp, born_addr,
+                 born_port, 0, store_addr, store_port, msg.reconsume_times, msg.prepared_transaction_offset,
+                 body_len),
+            body, topic_part, _I16.pack(props_len), props,
+        )  # fmt: skip
+        sizes.append(total)
+        ts_positions.append(ts_pos)
     return EncodedRecords(_EMPTY.join(parts), sizes, ts_positions)
 
 
@@ -500,9 +540,13 @@ def join_batch_properties(entry_raw: bytes, entry_props: dict[str, str], batch_r
 _BATCH_ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLENGTH of a batch entry
 
 
-def decode_batch_body(data: bytes | bytearray | memoryview, topic: str) -> list[tuple[Message, bytes]]:
-    """Split a batch send body into messages, each with its raw property bytes."""
-    items: list[tuple[Message, bytes]] = []
+#: A batch entry as the broker takes it: body, flag, properties and the raw property bytes they were read from.
+BatchEntry: TypeAlias = tuple[bytes, int, dict[str, str], bytes]
+
+
+def decode_batch_body(data: bytes | bytearray | memoryview) -> list[BatchEntry]:
+    """Split a batch send body into its entries (:data:`BatchEntry`), each with its raw property bytes."""
+    items: list[BatchEntry] = []
     buf = data if type(data) is bytes else bytes(data)  # one copy; slices of bytes are then the only copies
     pos = 0
     n = len(buf)
@@ -514,11 +558,9 @@ def decode_batch_body(data: bytes | bytearray | memoryview, topic: str) -> list[
             if size <= 0 or pos + size > n:
                 raise CorruptRecordError(f"bad batch item size {size} at {pos}")
             p = pos + 20 + body_len
-            body = buf[pos + 20 : p]
             props_len = props_length(buf, p)[0]
-            p += 2
-            props_raw = buf[p : p + props_len]
-            items.append((Message(topic, body, flag, string_to_properties(props_raw.decode("utf-8", "replace"))),
+            props_raw = buf[p + 2 : p + 2 + props_len]
+            items.append((buf[pos + 20 : p], flag, string_to_properties(props_raw.decode("utf-8", "replace")),
                           props_raw))  # fmt: skip
             pos += size
     except struct.error as e:
