@@ -54,6 +54,7 @@ from rocketq.common.codec import decode_record
 from rocketq.common.errors import CorruptRecordError
 from rocketq.common.message import Message
 from rocketq.store import mapped_file
+from rocketq.store.allocate_mapped_file_service import AllocateMappedFileService
 from rocketq.store.checkpoint import StoreCheckpoint
 from rocketq.store.clean_service import (
     CLEAN_FORCIBLY_PROPERTY,
@@ -807,6 +808,42 @@ def test_pre_touch_fills_the_page_cache_and_writes_nothing(tmp_path: Path) -> No
         mf.pre_touch()  # a file closed meanwhile (the service touches after handing it over): nothing happens
     finally:
         mf.close()
+
+
+
+def test_the_service_touches_a_window_ahead_of_the_appends(tmp_path: Path) -> None:
+    """Pages are touched as appends come near them, not the whole of each new file at once: the file handed over
+    and the one made ahead each have their first window in the page cache, and the window follows the write
+    position; a file of the queue's own (the last one at start) is followed from its write position. (The kernel
+    reads ahead up to 8 MiB past what is read here, hence the ranges.)"""
+    mib = 1 << 20
+    size, window = 128 * mib, 32 * mib
+    service = AllocateMappedFileService(touch_ahead=window)
+    service.start()
+    try:
+        first = service(tmp_path, 0, size)
+        assert first is not None and service.wait_idle(10)
+        ahead = service._requests[(tmp_path, size)].mapped_file
+        assert ahead is not None
+        for mf in (first, ahead):
+            assert 0.24 < _resident_fraction(mf) < 0.4  # 32 MiB of 128, and the read-ahead
+        first.wrote_position = 64 * mib
+        deadline = time.monotonic() + 10
+        while _resident_fraction(first) < 0.74 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert service.wait_idle(10)
+        assert 0.74 < _resident_fraction(first) < 0.9  # up to 96 MiB, not further
+        assert _resident_fraction(ahead) < 0.4
+        own = mapped_file.MappedFile.create(tmp_path / "own", 0, size, preallocate=True)
+        try:
+            own.wrote_position = 32 * mib
+            service.follow(own)
+            assert service.wait_idle(10)
+            assert 0.24 < _resident_fraction(own) < 0.4  # from 32 MiB to 64 MiB
+        finally:
+            own.close()
+    finally:
+        service.shutdown()
 
 
 # ============================================================================== retention

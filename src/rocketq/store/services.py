@@ -89,6 +89,9 @@ class StoreServices:
         cl_queue = store.commit_log.mapped_file_queue
         self.allocate.start()
         cl_queue.allocator = self.allocate
+        last = cl_queue.last()
+        if last is not None and not last.is_full():
+            self.allocate.follow(last)
         cl_queue.committed_where = max(cl_queue.committed_where, cl_queue.get_max_wrote_position())
         if self.commit is not None:
             self.commit.start()
