@@ -172,6 +172,13 @@ def test_topic_and_message_checks() -> None:
         producer._make_batch([new_message("A", b"x"), new_message("B", b"x")])
     with pytest.raises(InvalidMessageError, match="TimeDelayLevel"):
         producer._make_batch([new_message("A", b"x", delay_level=2)])
+    with pytest.raises(InvalidMessageError, match="TimeDelayLevel"):
+        producer._make_batch([new_message("A", b"x"), new_message("A", b"x", delay_level=1)])
+    with pytest.raises(InvalidMessageError, match="length is zero"):
+        producer._make_batch([new_message("A", b"x"), new_message("A", b"")])
+    with pytest.raises(InvalidMessageError, match="over max value"):
+        producer._make_batch([new_message("A", b"x"), new_message("A", b"x" * 11)])
+    assert Producer("PG", "127.0.0.1:1")._make_batch([new_message("A", b"x", properties={"DELAY": "0"})]).topic == "A"
 
 
 def test_consume_timestamps() -> None:

@@ -26,7 +26,7 @@ from rocketq.common.codec import (
     store_timestamp_pos,
 )
 from rocketq.common.errors import CorruptRecordError
-from rocketq.common.javacompat import crc32_masked, hashmap_order, java_string_hash
+from rocketq.common.javacompat import crc32_masked, hashmap_order, hashmap_ordered, java_string_hash
 from rocketq.common.message import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
@@ -314,6 +314,17 @@ def test_batch_body_in_java_order() -> None:
     msg = Message("B", b"x", 0, {"WAIT": "true", "TAGS": "t", "KEYS": "k", "UNIQ_KEY": "U"})
     [(_, _, _, raw)] = decode_batch_body(encode_batch_body([msg], java_order=True))
     assert raw == b"KEYS\x01k\x02UNIQ_KEY\x01U\x02WAIT\x01true\x02TAGS\x01t"  # a HashMap's order of these names
+
+
+
+@given(st.dictionaries(st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY", "WAIT", "a", "é", "__RMQ.TRANSIENT.X", "Zz"]),
+                       st.one_of(st.none(), st.text("ab é\x01", max_size=4)), max_size=8))
+def test_batch_properties_in_java_order_as_a_reordered_map_encodes(props: dict[str, str]) -> None:
+    """The batch body's properties (names in a HashMap's order, values joined in C) against encoding the map
+    reordered: None values and transient names left out, non-ASCII text, every set of names."""
+    msg = Message("B", b"x", 0, props)
+    [(_, _, _, raw)] = decode_batch_body(encode_batch_body([msg], java_order=True))
+    assert raw == properties_to_string(hashmap_ordered(props)).encode()
 
 
 def test_batch_body_round_trip() -> None:

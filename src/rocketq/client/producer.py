@@ -378,13 +378,17 @@ class Producer:
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise InvalidMessageError("retry group topic is not supported for batching")
         without_id: list[Message] = []
+        max_size = self.max_message_size
         for m in msgs:
+            props = m.properties
             if m.topic != topic:
                 raise InvalidMessageError("the topic of the messages in one batch should be the same")
-            if int(m.properties.get(PROPERTY_DELAY_TIME_LEVEL, "0") or 0) > 0:
+            if PROPERTY_DELAY_TIME_LEVEL in props and int(props[PROPERTY_DELAY_TIME_LEVEL] or 0) > 0:
                 raise InvalidMessageError("TimeDelayLevel is not supported for batching")
-            self._check_message(m, topic_checked=True)
-            if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in m.properties:
+            body = m.body
+            if not body or len(body) > max_size:
+                self._check_message(m, topic_checked=True)  # says which
+            if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
                 without_id.append(m)
         if without_id:
             ids = _id_generator(self.config.ip()).next_ids(len(without_id))

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 from rocketq.common.errors import CorruptRecordError
-from rocketq.common.javacompat import crc32_masked, decode_utf8_java, encode_utf8_java, hashmap_ordered
+from rocketq.common.javacompat import crc32_masked, decode_utf8_java, encode_utf8_java, hashmap_key_order
 from rocketq.common.message import (
     BORNHOST_V6_FLAG,
     STOREHOSTADDRESS_V6_FLAG,
@@ -123,6 +123,19 @@ def _encode_properties(props: dict[str, str]) -> bytes:
         text = None
     if text is None or TRANSIENT_PREFIX in text:
         text = properties_to_string(props)  # None values, other types, transient names: the exact rules
+    return text.encode("utf-8") if text.isascii() else encode_utf8_java(text)
+
+
+def _encode_properties_java_order(props: dict[str, str]) -> bytes:
+    """``_encode_properties(hashmap_ordered(props))`` without the reordered dict: the names in a Java
+    ``HashMap``'s order (worked out once per set of names), the values looked up and joined in C."""
+    order = hashmap_key_order(props)
+    try:
+        text = "\x02".join(map("\x01".join, zip(order, map(props.__getitem__, order), strict=True)))
+    except TypeError:
+        text = None
+    if text is None or TRANSIENT_PREFIX in text:
+        text = properties_to_string({name: props[name] for name in order})  # the exact rules, as above
     return text.encode("utf-8") if text.isascii() else encode_utf8_java(text)
 
 
@@ -516,7 +529,7 @@ def encode_batch_body(messages: Sequence[Message], *, java_order: bool = False) 
     (what a Java client writes), else in dict order."""
     parts: list[bytes] = []
     for m in messages:
-        raw = _encode_properties(hashmap_ordered(m.properties) if java_order else m.properties)
+        raw = _encode_properties_java_order(m.properties) if java_order else _encode_properties(m.properties)
         body = m.body or b""
         parts += (_BATCH_ITEM.pack(22 + len(body) + len(raw), 0, 0, m.flag, len(body)), body, _I16.pack(len(raw)),
                   raw)  # fmt: skip

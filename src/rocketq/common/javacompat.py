@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import zlib
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -73,6 +73,11 @@ def hashmap_order(names: Iterable[str], initial_capacity: int = 16) -> list[str]
     then by insertion order within a bucket (resizing preserves that order).
     """
     return list(_hashmap_order(tuple(dict.fromkeys(names)), initial_capacity))
+
+
+def hashmap_key_order(mapping: dict[str, Any]) -> tuple[str, ...]:
+    """The keys of *mapping* (in insertion order) in the order a Java ``HashMap`` of its entries iterates them."""
+    return _hashmap_order(tuple(mapping), 16)
 
 
 def hashmap_ordered(mapping: dict[str, _V]) -> dict[str, _V]:
