@@ -81,6 +81,9 @@ __all__ = [
 
 _FRAME_HEAD = struct.Struct(">ii")
 _ROCKETMQ_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
+_ROCKETMQ_NO_REMARK = struct.Struct(">hbhiiii")  # the same, remark length, extFields length if no remark
+_JSON_TYPE: Final = int(SerializeType.JSON)
+_ROCKETMQ_TYPE: Final = int(SerializeType.ROCKETMQ)
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 ROCKETMQ_HEADER_MIN: Final = 21  # fixed part + remark length + extFields length
@@ -444,23 +447,23 @@ class RemotingCommand:
     @classmethod
     def decode_payload(cls, payload: bytes | bytearray | memoryview) -> RemotingCommand:
         """Decode what follows the length field: header word, header, body (Java's ``RemotingCommand.decode``)."""
-        view = memoryview(payload)
-        if len(view) < 4:
+        view = payload if type(payload) is memoryview else memoryview(payload)
+        size = len(view)
+        if size < 4:
             raise FrameError("frame too short for its header word")
         (word,) = _I32.unpack_from(view, 0)
+        header_end = 4 + (word & 0xFFFFFF)
+        if header_end > size:
+            raise FrameError(f"bad header length {header_end - 4}: only {size - 4} bytes follow")
         type_code = (word >> 24) & 0xFF
-        header_length = word & 0xFFFFFF
-        if header_length > len(view) - 4:
-            raise FrameError(f"bad header length {header_length}: only {len(view) - 4} bytes follow")
-        header = view[4 : 4 + header_length]
-        if type_code == SerializeType.JSON:
-            cmd = decode_json_header(header)
-        elif type_code == SerializeType.ROCKETMQ:
-            cmd = decode_rocketmq_header(header)
+        if type_code == _ROCKETMQ_TYPE:
+            cmd = decode_rocketmq_header(view[4:header_end])
+        elif type_code == _JSON_TYPE:
+            cmd = decode_json_header(view[4:header_end])
         else:
             raise FrameError(f"unknown serialize type {type_code}")
-        body = view[4 + header_length :]
-        cmd.body = bytes(body) if len(body) else None
+        if header_end < size:
+            cmd.body = bytes(view[header_end:])
         return cmd
 
     def __repr__(self) -> str:
@@ -834,8 +837,16 @@ def decode_rocketmq_header(data: bytes | bytearray | memoryview) -> RemotingComm
     size = len(buf)
     if size < ROCKETMQ_HEADER_MIN:
         raise FrameError(f"ROCKETMQ header of {size} bytes is shorter than {ROCKETMQ_HEADER_MIN}")
-    code, language, version, opaque, flag = _ROCKETMQ_FIXED.unpack_from(buf, 0)
-    (remark_len,) = _I32.unpack_from(buf, 13)
+    # The fixed part, the remark length and, when there is no remark (every request a client sends), the
+    # extFields length, in one unpack.
+    code, language, version, opaque, flag, remark_len, ext_len = _ROCKETMQ_NO_REMARK.unpack_from(buf, 0)
+    lang = _languages_by_code.get(language)
+    if lang is None:
+        lang = LanguageCode.parse(language)
+    if remark_len == 0 and ext_len == size - ROCKETMQ_HEADER_MIN:
+        return RemotingCommand(code, lang, version, opaque, flag, None,
+                               _decode_rocketmq_ext(buf[ROCKETMQ_HEADER_MIN:]) if ext_len else None, None,
+                               SerializeType.ROCKETMQ)  # fmt: skip
     if not 0 <= remark_len <= size - ROCKETMQ_HEADER_MIN:
         raise FrameError(f"ROCKETMQ header: remark length {remark_len} exceeds the header of {size} bytes")
     pos = 17 + remark_len
@@ -848,19 +859,7 @@ def decode_rocketmq_header(data: bytes | bytearray | memoryview) -> RemotingComm
     if end != size:
         raise FrameError(f"ROCKETMQ header: {size - end} bytes left over after the extFields")
     ext_fields = _decode_rocketmq_ext(buf[pos:end]) if ext_len > 0 else None
-    lang = _languages_by_code.get(language)
-    if lang is None:
-        lang = LanguageCode.parse(language)
-    return RemotingCommand(
-        code=code,
-        language=lang,
-        version=version,
-        opaque=opaque,
-        flag=flag,
-        remark=remark,
-        ext_fields=ext_fields,
-        serialize_type=SerializeType.ROCKETMQ,
-    )
+    return RemotingCommand(code, lang, version, opaque, flag, remark, ext_fields, None, SerializeType.ROCKETMQ)
 
 
 _languages_by_code = {member.value: member for member in LanguageCode}
