@@ -8,6 +8,8 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rocketq.client import InvalidMessageError, MessageQueue, new_message
 from rocketq.client.client_config import ClientConfig, resolve_namesrv_addrs
@@ -60,6 +62,58 @@ def test_duplicate_pulls_are_ignored() -> None:
     pq.put_message([msg(1), msg(2)])
     pq.put_message([msg(2), msg(3)])
     assert pq.msg_count == 3
+
+
+
+class _PlainProcessQueue:
+    """The process queue's counting, message by message: the reference for its bulk paths."""
+
+    def __init__(self) -> None:
+        self.msgs: dict[int, int] = {}
+        self.max = 0
+
+    def put(self, offsets: list[int], sizes: list[int]) -> None:
+        for off, size in zip(offsets, sizes, strict=True):
+            if off not in self.msgs:
+                self.msgs[off] = size
+                self.max = max(self.max, off)
+
+    def remove(self, offsets: list[int], next_pull: int) -> int:
+        if not self.msgs:
+            return -1
+        for off in offsets:
+            self.msgs.pop(off, None)
+        if self.msgs:
+            return min(self.msgs)
+        return max(self.max + 1, next_pull)
+
+
+_OPS = st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 40), max_size=8), st.integers(0, 3)), max_size=30)
+
+
+@given(_OPS)
+def test_process_queue_counts_as_message_by_message(ops: list[tuple[bool, list[int], int]]) -> None:
+    """Pulls (runs past what is in hand, taken in bulk, or anything else) and removals (a run of the offsets in
+    hand, taken in bulk, or any offsets) keep the count, size, span and commit offset of a plain reading."""
+    pq, plain = ProcessQueue(), _PlainProcessQueue()
+    for is_put, offsets, shape in ops:
+        if shape == 1:  # a pull's shape: increasing past the highest in hand
+            base = max([*plain.msgs, -1]) + 1
+            offsets = sorted({base + o for o in offsets})
+        elif shape == 2 and plain.msgs:  # a batch consumed whole: a run of what is in hand
+            held = sorted(plain.msgs)
+            start = offsets[0] % len(held) if offsets else 0
+            offsets = held[start : start + len(offsets)]
+        sizes = [o % 3 for o in offsets]  # empty bodies too
+        if is_put:
+            pq.put_message([msg(o, b"x" * n) for o, n in zip(offsets, sizes, strict=True)])
+            plain.put(offsets, sizes)
+        else:
+            pq.next_pull_offset = shape * 10
+            assert pq.remove_message(msg(o) for o in offsets) == plain.remove(offsets, pq.next_pull_offset)
+        assert (pq.msg_count, pq.msg_size) == (len(plain.msgs), sum(plain.msgs.values()))
+        assert pq.max_span == (max(plain.msgs) - min(plain.msgs) if plain.msgs else 0)
+        assert pq.has_temp_message() == bool(plain.msgs)
 
 
 # -- offset stores ------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import operator
 import time
 from collections.abc import Iterable
 
@@ -25,6 +26,8 @@ from rocketq.common.message import MessageExt
 
 __all__ = ["ProcessQueue"]
 
+_QUEUE_OFFSET = operator.attrgetter("queue_offset")
+_BODY = operator.attrgetter("body")
 REBALANCE_LOCK_MAX_LIVE_TIME = 30.0
 PULL_MAX_IDLE_TIME = 120.0
 
@@ -56,6 +59,18 @@ class ProcessQueue:
 
     def put_message(self, msgs: Iterable[MessageExt]) -> bool:
         """Add pulled messages; True when an orderly consumer should be started on this queue."""
+        if type(msgs) is not list:
+            msgs = list(msgs)
+        offs = list(map(_QUEUE_OFFSET, msgs))
+        if offs and offs[0] > (self._offsets[-1] if self._offsets else -1) and sorted(set(offs)) == offs:
+            # A pull's messages: increasing, all past those in hand. Taken in bulk.
+            self._msgs.update(zip(offs, msgs, strict=True))
+            self._offsets += offs
+            self.msg_count += len(offs)
+            self.msg_size += sum(map(len, filter(None, map(_BODY, msgs))))
+            if offs[-1] > self.queue_offset_max:
+                self.queue_offset_max = offs[-1]
+            msgs = []
         added = 0
         for msg in msgs:
             off = msg.queue_offset
@@ -104,12 +119,24 @@ class ProcessQueue:
         if not self._msgs:
             return -1
         result = self.queue_offset_max + 1
+        if type(msgs) is not list:
+            msgs = list(msgs)
+        offs = list(map(_QUEUE_OFFSET, msgs))
+        offsets = self._offsets
+        i = bisect.bisect_left(offsets, offs[0]) if offs else 0
+        if offs and offsets[i : i + len(offs)] == offs:
+            # A run of the offsets in hand (a batch consumed whole, the usual case): removed in bulk.
+            del offsets[i : i + len(offs)]
+            gone = list(map(self._msgs.pop, offs))
+            self.msg_size -= sum(map(len, filter(None, map(_BODY, gone))))
+            self.msg_count -= len(gone)
+            msgs = []
         removed = 0
         for msg in msgs:
-            gone = self._discard(msg.queue_offset)
-            if gone is not None:
+            gone_one = self._discard(msg.queue_offset)
+            if gone_one is not None:
                 removed += 1
-                self.msg_size -= len(gone.body or b"")
+                self.msg_size -= len(gone_one.body or b"")
         self.msg_count -= removed
         self.last_consume_timestamp = time.monotonic()
         if self._offsets:
