@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from rocketq.common import json_compat
-from rocketq.common.codec import decode_record
+from rocketq.common.codec import decode_records_of
 from rocketq.common.errors import RocketqError
 from rocketq.common.message import (
     COMPRESSED_FLAG,
@@ -230,15 +230,12 @@ def inflate_body(msg: MessageExt) -> MessageExt:
 
 
 def decode_messages(body: bytes | None) -> list[MessageExt]:
-    """The records of a pull or query answer, back to back, decoded."""
-    out: list[MessageExt] = []
-    data = body or b""
-    pos = 0
-    while pos + 8 <= len(data):
-        msg = decode_record(data, pos)
-        out.append(inflate_body(msg))
-        pos += msg.store_size
-    return out
+    """The records of a pull or query answer, back to back, decoded; a record that does not decode raises
+    (an admin command reports it, where a consumer stops at it)."""
+    msgs, error = decode_records_of(body or b"")
+    if error is not None:
+        raise error
+    return [inflate_body(msg) for msg in msgs]
 
 
 def _reason(exc: BaseException) -> str:

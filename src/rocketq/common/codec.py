@@ -258,7 +258,7 @@ def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> Enc
     sizes.append(first.store_size)
     topic, born_host, store_host = first.topic, first.born_host, first.store_host
     host_flags = first.sys_flag & _HOST_FLAGS
-    ts_pos = 68 if host_flags & BORNHOST_V6_FLAG else 56
+    ts_pos = store_timestamp_pos(host_flags)
     ts_positions.append(ts_pos)
     head = _HEADER_BY_FLAGS[host_flags].pack
     topic_part = parts[2]
@@ -272,7 +272,7 @@ def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> Enc
                 props is None or len(props) > MAX_PROPERTIES_LENGTH:  # fmt: skip
             parts += record_parts(msg, allow_v2=allow_v2)
             sizes.append(msg.store_size)
-            ts_positions.append(68 if msg.sys_flag & BORNHOST_V6_FLAG else 56)
+            ts_positions.append(store_timestamp_pos(msg.sys_flag))
             continue
         body = msg.body or b""
         body_len = len(body)
