@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import copy_store
-from rocketq.common.codec import join_batch_properties
+from rocketq.common.codec import join_batch_properties, join_batch_properties_column
 from rocketq.common.javacompat import (
     decode_utf8_java,
     encode_utf8_java,
@@ -33,6 +33,8 @@ from rocketq.common.message import (
     TRANSACTION_PREPARED_TYPE,
     Message,
     MessageExt,
+    MessageExtBatch,
+    properties_of_bytes,
     properties_to_string,
     string_to_properties,
 )
@@ -84,6 +86,10 @@ def fill(store: MessageStore, seed: int, ascii_only: bool) -> int:
             assert store.put_messages(broker_batch(store, topic, rng, other), rng.randrange(4)).ok
             n += 4
             continue
+        if rng.random() < 0.15:
+            assert store.put_messages(column_batch(store, topic, rng, other), rng.randrange(4)).ok
+            n += 4
+            continue
         if i % 29 == 7:  # bytes kept as they were, with names (and keys) the map does not have
             text = properties_to_string({**props, "KEYS": f"kept{i} {other[1]}", "REAL_TOPIC": "Half"})
             raw = encode_utf8_java(text)
@@ -105,22 +111,36 @@ def fill(store: MessageStore, seed: int, ascii_only: bool) -> int:
 
 
 def broker_batch(store: MessageStore, topic: str, rng: random.Random, other: tuple[str, str]) -> list[MessageExt]:
-    """Records as the broker builds a batch send's: each entry's property bytes as the producer wrote them (any
-    order, a name twice, a trailing 0x02), then the batch's, with the map they read back as vouched for."""
+    """Records as a broker's batch of MessageExt used to be built: each entry's property bytes as the producer
+    wrote them (any order, a name twice, a trailing 0x02), then the batch's, with the map they read back as
+    vouched for."""
     batch_raw = f"CLUSTER\x01{store.config.broker_cluster_name}\x02TAGS\x01Batch".encode()
     batch_props = string_to_properties(batch_raw.decode())
     out = []
-    for j in range(4):
-        entry = rng.choice([
-            f"KEYS\x01bk{j} {other[1]}\x02UNIQ_KEY\x01{rng.randrange(1 << 60):016X}\x02KEYS\x01again{j}",
-            f"TAGS\x01{other[0]}\x02KEYS\x01only{j}\x02",
-            "",
-            "junk\x02\x01novalue\x02KEYS\x01x y",
-        ]).encode()
+    for entry in _batch_entries(rng, other):
         raw, props = join_batch_properties(entry, string_to_properties(entry.decode()), batch_raw, batch_props)
         out.append(MessageExt(topic=topic, body=rng.randbytes(50), properties=props, queue_id=0,
                               store_host=("127.0.0.1", 10911), properties_bytes=raw, properties_parsed=True))
     return out
+
+
+def _batch_entries(rng: random.Random, other: tuple[str, str]) -> list[bytes]:
+    return [rng.choice([
+        f"KEYS\x01bk{j} {other[1]}\x02UNIQ_KEY\x01{rng.randrange(1 << 60):016X}\x02KEYS\x01again{j}",
+        f"TAGS\x01{other[0]}\x02KEYS\x01only{j}\x02",
+        "",
+        "junk\x02\x01novalue\x02KEYS\x01x y",
+        f"UNIQ_KEY\x01U{j}\x02TAGS\x01{other[0]}\x02KEYS\x01c{j}",
+    ]).encode() for j in range(4)]
+
+
+def column_batch(store: MessageStore, topic: str, rng: random.Random, other: tuple[str, str]) -> MessageExtBatch:
+    """A batch send as the broker now takes it (split_batch_body, the batch's properties joined column-wise)."""
+    entries = _batch_entries(rng, other)
+    stored = join_batch_properties_column(entries, f"CLUSTER\x01{store.config.broker_cluster_name}".encode())
+    return MessageExtBatch(topic, 0, [rng.randrange(3) for _ in entries], [rng.randbytes(rng.randrange(60))
+                           for _ in entries], stored, properties_of_bytes(stored), 0, 5, ("127.0.0.1", 40000),
+                           ("127.0.0.1", 10911))  # fmt: skip
 
 
 @pytest.mark.parametrize("ascii_only", [True, False], ids=["ascii", "non-ascii"])
@@ -133,8 +153,8 @@ def test_hand_off_file_and_per_record_dispatch_build_identical_files(tmp_path: P
     rows: list[tuple[Any, ...]] = []
     with MessageStore(small_config(tmp_path / "handoff")) as store:
         log = store.commit_log
-        make_row = log._row
-        log._row = lambda m, size, props: rows.append(make_row(m, size, props)) or rows[-1]  # type: ignore[method-assign]
+        take = log.take_handoff
+        log.take_handoff = lambda: rows.extend(taken := take()) or taken  # type: ignore[method-assign]
         total = fill(store, 1, ascii_only)
         assert store.wait_dispatched()
     assert len(rows) == total  # every record was handed over, the broker's batch entries too

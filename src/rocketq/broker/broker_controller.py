@@ -54,7 +54,7 @@ from rocketq.broker.topic_config_manager import BrokerTopicConfigManager
 from rocketq.broker.topic_validator import PERM_READ, PERM_WRITE
 from rocketq.broker.transactional_message_check_service import TransactionalMessageCheckService
 from rocketq.common.errors import RocketqError
-from rocketq.common.message import MessageExt
+from rocketq.common.message import MessageExt, MessageExtBatch
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import create_request
@@ -421,15 +421,17 @@ class BrokerController:
             return refused
         return self.store.put_message(msg)
 
-    async def put_messages(self, msgs: list[MessageExt]) -> PutMessageResult:
+    async def put_messages(self, msgs: list[MessageExt] | MessageExtBatch) -> PutMessageResult:
         put = self.put_messages_now(msgs)
         return put if isinstance(put, PutMessageResult) else await put
 
-    def put_messages_now(self, msgs: list[MessageExt]) -> PutMessageResult | Awaitable[PutMessageResult]:
+    def put_messages_now(self, msgs: list[MessageExt] | MessageExtBatch,
+                         ) -> PutMessageResult | Awaitable[PutMessageResult]:  # fmt: skip
         """A producer batch, as :meth:`put_message_now` stores one message."""
+        batch = msgs if isinstance(msgs, MessageExtBatch) else list(msgs)
         if self.store_config.flush_disk_type != SYNC_FLUSH:
-            return self.store.put_messages(list(msgs))
-        return self._put_result(self.store.put_messages_async(list(msgs)))
+            return self.store.put_messages(batch)
+        return self._put_result(self.store.put_messages_async(batch))
 
     async def _put_result(self, future: concurrent.futures.Future[PutMessageResult]) -> PutMessageResult:
         """The put's result; under SYNC_FLUSH it comes once the group commit has it on disk."""

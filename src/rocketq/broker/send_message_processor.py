@@ -39,8 +39,8 @@ from rocketq.broker.topic_validator import (
     is_writeable,
     validate_topic,
 )
-from rocketq.common.codec import CorruptRecordError, decode_batch_body, join_batch_properties
-from rocketq.common.javacompat import decode_utf8_java, encode_utf8_java, hashmap_ordered
+from rocketq.common.codec import CorruptRecordError, join_batch_properties_column, split_batch_body
+from rocketq.common.javacompat import encode_utf8_java, hashmap_ordered
 from rocketq.common.message import (
     MULTI_TAGS_FLAG,
     PROPERTY_CLUSTER,
@@ -55,6 +55,8 @@ from rocketq.common.message import (
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
     MessageExt,
+    MessageExtBatch,
+    properties_of_bytes,
     properties_to_string,
     string_to_properties,
 )
@@ -336,35 +338,25 @@ class SendMessageProcessor:
             return self._fail(request, ResponseCode.MESSAGE_ILLEGAL,
                               f"batch request does not support retry group {topic}")  # fmt: skip
         try:
-            items = decode_batch_body(request.body or b"")
+            flags, bodies, entry_raws = split_batch_body(request.body or b"")
         except CorruptRecordError as exc:
             return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, f"the batch body does not decode: {exc}")
-        if not items:
+        if not bodies:
             return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message")
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
         if sys_flag & TRANSACTION_MASK != TRANSACTION_NOT_TYPE:
             return self._fail(request, ResponseCode.MESSAGE_ILLEGAL, "batch message does not support transaction")
-        # The batch's own properties (the header's, plus CLUSTER) follow each entry's properties.
+        # The batch's own properties (the header's, plus CLUSTER) follow each entry's properties; the maps are
+        # what the stored bytes read back as (dispatch takes them instead of reading each record back).
         batch_props = string_to_properties(header.properties or "")
         batch_props[PROPERTY_CLUSTER] = ctl.broker_config.broker_cluster_name
-        batch_raw = encode_utf8_java(properties_to_string(hashmap_ordered(batch_props)))
-        batch_read = string_to_properties(decode_utf8_java(batch_raw))
-        born_host = _peer(conn)
-        store_host = ctl.store_host
-        reconsume_times = header.reconsume_times or 0
-        msgs: list[MessageExt] = []
-        for body, flag, entry_props, raw in items:
-            # The map is the one the stored bytes read back as: dispatch takes it (properties_parsed) instead of
-            # reading each record back.
-            raw, props = join_batch_properties(raw, entry_props, batch_raw, batch_read)
-            msgs.append(MessageExt(
-                topic=topic, body=body, flag=flag, properties=props, queue_id=queue_id, sys_flag=sys_flag,
-                born_timestamp=header.born_timestamp, born_host=born_host, store_host=store_host,
-                reconsume_times=reconsume_times, properties_bytes=raw, properties_parsed=True,
-            ))  # fmt: skip
-        return self._answer(ctl.put_messages_now(msgs), request, queue_id, None)
+        stored = join_batch_properties_column(entry_raws, encode_utf8_java(properties_to_string(
+            hashmap_ordered(batch_props))))  # fmt: skip
+        batch = MessageExtBatch(topic, queue_id, flags, bodies, stored, properties_of_bytes(stored), sys_flag,
+                                header.born_timestamp, _peer(conn), ctl.store_host, header.reconsume_times or 0)
+        return self._answer(ctl.put_messages_now(batch), request, queue_id, None)
 
     # --- result ---------------------------------------------------------------------------------------
     def _answer(self, put: PutMessageResult | Awaitable[PutMessageResult], request: RemotingCommand, queue_id: int,

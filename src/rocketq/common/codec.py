@@ -36,8 +36,13 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import add as _add
+from operator import and_ as _and
+from operator import gt as _gt
+from operator import itemgetter, methodcaller
 from typing import Final, TypeAlias
 
 from rocketq.common.errors import CorruptRecordError
@@ -48,6 +53,8 @@ from rocketq.common.message import (
     TRANSIENT_PREFIX,
     Message,
     MessageExt,
+    MessageExtBatch,
+    properties_of_bytes,
     properties_to_string,
     string_to_properties,
 )
@@ -292,6 +299,64 @@ def encode_records(msgs: Sequence[MessageExt], *, allow_v2: bool = False) -> Enc
         sizes.append(total)
         ts_positions.append(ts_pos)
     return EncodedRecords(_EMPTY.join(parts), sizes, ts_positions)
+
+
+class PreparedBatch:
+    """A :class:`MessageExtBatch` worked out up to the three fields known only at append time: what
+    ``CommitLog.MessageExtBatchEncoder`` does, each step one C-level pass over a column (``map`` and ``zip``), so
+    that a batch costs a fixed number of Python operations, not a number per message.
+
+    ``sizes`` are the records' TOTALSIZEs and ``total`` their sum; :meth:`encode` packs the headers with the queue
+    offsets, physical offsets and store time and joins the records into one buffer. The message's own fields are
+    as :func:`record_parts` writes them (its IPv6 bits set from the hosts, BODYCRC computed), and the bytes equal
+    :func:`encode_one` of each message with those fields filled in.
+    """
+
+    __slots__ = ("_bodies", "_body_lens", "_crcs", "_head", "_props", "_props_lens", "_topic_part", "fields",
+                 "sizes", "sys_flag", "total")  # fmt: skip
+
+    def __init__(self, batch: MessageExtBatch, *, allow_v2: bool = False) -> None:
+        """Raises :class:`PropertiesTooLongError`, or ValueError for a topic longer than 127 characters when not
+        *allow_v2*, or for a batch whose columns differ in length."""
+        born_host, store_host = batch.born_host, batch.store_host
+        born_addr, born_v6 = _HOSTS.get(born_host[0]) or _host(born_host[0])
+        store_addr, store_v6 = _HOSTS.get(store_host[0]) or _host(store_host[0])
+        host_flags = (born_v6 & BORNHOST_V6_FLAG) | (store_v6 & STOREHOSTADDRESS_V6_FLAG)
+        topic_part, v2 = _TOPIC_PARTS.get(batch.topic) or _topic_part(batch.topic)
+        if v2 and not allow_v2:
+            raise ValueError(f"topic longer than {MAX_TOPIC_LENGTH_V1} characters")
+        bodies, props = batch.bodies, batch.properties_bytes
+        if not len(bodies) == len(props) == len(batch.flags):
+            raise ValueError("a batch's columns differ in length")
+        props_lens = list(map(len, props))
+        longest = max(props_lens, default=0)
+        if longest > MAX_PROPERTIES_LENGTH:
+            raise PropertiesTooLongError(f"properties of {longest} bytes exceed {MAX_PROPERTIES_LENGTH}")
+        body_lens = list(map(len, bodies))
+        self.sys_flag = (batch.sys_flag & ~_HOST_FLAGS) | host_flags
+        self.sizes = list(map(_add, map(_add, body_lens, props_lens),
+                              repeat(_FIXED_LENGTH[host_flags] + len(topic_part) + 2)))  # fmt: skip
+        self.total = sum(self.sizes)
+        self._head = _HEADER_BY_FLAGS[host_flags].pack
+        # CRC-32 of an empty body is 0, as UtilAll.crc32 gives.
+        self._crcs = list(map(_and, map(_crc32, bodies), repeat(0x7FFFFFFF)))
+        self._bodies, self._body_lens, self._props = bodies, body_lens, props
+        self._props_lens = list(map(_I16.pack, props_lens))
+        self._topic_part = topic_part
+        # The header fields every record of the batch shares, in header order around the ones that differ.
+        self.fields = (MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE, batch.queue_id, batch.born_timestamp,
+                       born_addr, born_host[1], store_addr, store_host[1], batch.reconsume_times)  # fmt: skip
+
+    def encode(self, queue_offsets: Iterable[int], physical_offsets: Iterable[int], store_timestamp: int,
+               flags: Iterable[int]) -> bytes:  # fmt: skip
+        """The records, back to back, with their append-time fields (each column one value per record)."""
+        magic, queue_id, born_ts, born_addr, born_port, store_addr, store_port, reconsume = self.fields
+        heads = map(self._head, self.sizes, repeat(magic), self._crcs, repeat(queue_id), flags, queue_offsets,
+                    physical_offsets, repeat(self.sys_flag), repeat(born_ts), repeat(born_addr), repeat(born_port),
+                    repeat(store_timestamp), repeat(store_addr), repeat(store_port), repeat(reconsume), repeat(0),
+                    self._body_lens)  # fmt: skip
+        return b"".join(chain.from_iterable(zip(heads, self._bodies, repeat(self._topic_part), self._props_lens,
+                                                self._props)))  # fmt: skip
 
 
 def encode_record(msg: MessageExt, *, allow_v2: bool = False) -> bytearray:
@@ -545,37 +610,79 @@ def join_batch_properties(entry_raw: bytes, entry_props: dict[str, str], batch_r
     put between the two parts ends any UTF-8 sequence cut at the end of the entry's, so the parts decode apart as
     they do together, and then the entry's names come first and a later name wins, as in one read.
     """
+    return _joined_properties(entry_raw, batch_raw), {**entry_props, **batch_props}
+
+
+def _joined_properties(entry_raw: bytes, batch_raw: bytes) -> bytes:
     if entry_raw and batch_raw and not entry_raw.endswith(b"\x02"):
         entry_raw += b"\x02"
-    return entry_raw + batch_raw, {**entry_props, **batch_props}
+    return entry_raw + batch_raw
+
+
+def join_batch_properties_column(entry_raws: list[bytes], batch_raw: bytes) -> list[bytes]:
+    """The stored property bytes of every entry of a batch (as :func:`join_batch_properties` joins one), in C
+    when every entry has properties that do not end with 0x02 (what clients write)."""
+    if not batch_raw:
+        return list(entry_raws)
+    if all(entry_raws) and not any(map(_ENDS_WITH_SEPARATOR, entry_raws)):
+        return list(map(_add, entry_raws, repeat(b"\x02" + batch_raw)))
+    return [_joined_properties(raw, batch_raw) for raw in entry_raws]
+
+
+_ENDS_WITH_SEPARATOR = methodcaller("endswith", b"\x02")
 
 
 _BATCH_ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLENGTH of a batch entry
+_BATCH_ENTRY_FIXED = _BATCH_ITEM_HEAD.size + 2  # and PROPERTIESLENGTH
 
 
 #: A batch entry as the broker takes it: body, flag, properties and the raw property bytes they were read from.
 BatchEntry: TypeAlias = tuple[bytes, int, dict[str, str], bytes]
 
 
-def decode_batch_body(data: bytes | bytearray | memoryview) -> list[BatchEntry]:
-    """Split a batch send body into its entries (:data:`BatchEntry`), each with its raw property bytes."""
-    items: list[BatchEntry] = []
+def split_batch_body(data: bytes | bytearray | memoryview) -> tuple[list[int], list[bytes], list[bytes]]:
+    """The entries of a batch send body, column by column: their flags, bodies and raw property bytes.
+
+    One Python step per entry finds where each starts (its TOTALSIZE leads to the next); the fields are then read
+    and cut out a column at a time in C. An entry must hold its 22 fixed bytes, body and properties within its
+    TOTALSIZE (``MessageDecoder.encodeMessage`` writes it as exactly their sum); anything else raises
+    :class:`CorruptRecordError`.
+    """
     buf = data if type(data) is bytes else bytes(data)  # one copy; slices of bytes are then the only copies
-    pos = 0
     n = len(buf)
-    head = _BATCH_ITEM_HEAD.unpack_from
-    props_length = _I16.unpack_from
+    starts: list[int] = []
+    size_at = _I32.unpack_from
+    pos = 0
     try:
         while pos < n:
-            size, _magic, _crc, flag, body_len = head(buf, pos)
-            if size <= 0 or pos + size > n:
+            size = size_at(buf, pos)[0]
+            if size < _BATCH_ENTRY_FIXED or pos + size > n:
                 raise CorruptRecordError(f"bad batch item size {size} at {pos}")
-            p = pos + 20 + body_len
-            props_len = props_length(buf, p)[0]
-            props_raw = buf[p + 2 : p + 2 + props_len]
-            items.append((buf[pos + 20 : p], flag, string_to_properties(props_raw.decode("utf-8", "replace")),
-                          props_raw))  # fmt: skip
+            starts.append(pos)
             pos += size
     except struct.error as e:
         raise CorruptRecordError(f"batch body is cut off at {pos}") from e
-    return items
+    if not starts:
+        return [], [], []
+    sizes, _, _, flags, body_lens = zip(*map(_BATCH_ITEM_HEAD.unpack_from, repeat(buf), starts), strict=True)
+    body_starts = list(map(_add, starts, repeat(_BATCH_ITEM_HEAD.size)))
+    body_ends = list(map(_add, body_starts, body_lens))
+    # Within its entry, the properties length sits after the body (TOTALSIZE >= 22 + body length) ...
+    if min(body_lens) < 0 or any(map(_gt, map(_add, body_lens, repeat(_BATCH_ENTRY_FIXED)), sizes)):
+        raise CorruptRecordError("a batch item's body runs past its size")
+    props_lens = list(map(itemgetter(0), map(_I16.unpack_from, repeat(buf), body_ends)))
+    # ... and the properties after it (TOTALSIZE >= 22 + body + properties).
+    if min(props_lens) < 0 or any(map(_gt, map(_add, map(_add, body_lens, props_lens), repeat(_BATCH_ENTRY_FIXED)),
+                                      sizes)):  # fmt: skip
+        raise CorruptRecordError("a batch item's properties run past its size")
+    props_starts = list(map(_add, body_ends, repeat(2)))
+    cut = buf.__getitem__
+    bodies = list(map(cut, map(slice, body_starts, body_ends)))
+    raws = list(map(cut, map(slice, props_starts, map(_add, props_starts, props_lens))))
+    return list(flags), bodies, raws
+
+
+def decode_batch_body(data: bytes | bytearray | memoryview) -> list[BatchEntry]:
+    """Split a batch send body into its entries (:data:`BatchEntry`), each with its raw property bytes."""
+    flags, bodies, raws = split_batch_body(data)
+    return list(zip(bodies, flags, properties_of_bytes(raws), raws, strict=True))

@@ -9,7 +9,9 @@ module only holds the fields and the property-string rules (store-format §3.5).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import methodcaller
 from typing import Final
 
 # --- MessageSysFlag (store-format §3.4) ------------------------------------
@@ -94,6 +96,13 @@ def string_to_properties(s: str) -> dict[str, str]:
 _PROPERTY_SEGMENT = re.compile("(?:^|\x02)([^\x01\x02]+)\x01([^\x02]+)")
 
 
+def properties_of_bytes(raws: Iterable[bytes]) -> list[dict[str, str]]:
+    """:func:`string_to_properties` of each property string in *raws*, decoded as Java decodes them (malformed
+    UTF-8 → U+FFFD): a column of maps made in C, with no Python call per string."""
+    texts = map(methodcaller("decode", "utf-8", "replace"), raws)
+    return list(map(dict, map(_PROPERTY_SEGMENT.findall, texts)))
+
+
 HostPort = tuple[str, int]
 
 
@@ -169,3 +178,30 @@ class MessageExt:
     def key_list(self) -> list[str]:
         keys = self.keys
         return [k for k in keys.split(KEY_SEPARATOR) if k] if keys else []
+
+
+@dataclass(slots=True)
+class MessageExtBatch:
+    """A producer batch as the broker stores it (RocketMQ's ``MessageExtBatch``): the records of one send, one
+    topic and queue, sharing the send's flags, hosts and times, with each message's own parts held column by
+    column (``flags``, ``bodies``, ``properties_bytes``: the property bytes to store).
+
+    ``properties`` are the maps those bytes read back as (:func:`properties_of_bytes`); whoever makes a batch
+    vouches for them, as for :attr:`MessageExt.properties_parsed`. The commit log encodes the whole batch with no
+    Python call per message (``CommitLog.put_message_batch``).
+    """
+
+    topic: str
+    queue_id: int
+    flags: list[int]
+    bodies: list[bytes]
+    properties_bytes: list[bytes]
+    properties: list[dict[str, str]]
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: HostPort = ("127.0.0.1", 0)
+    store_host: HostPort = ("127.0.0.1", 0)
+    reconsume_times: int = 0
+
+    def __len__(self) -> int:
+        return len(self.bodies)

@@ -5,13 +5,17 @@ Every message of every topic is appended to one run of mapped files under
 current file ends that file with a BLANK record (i32 free length, i32
 0xCBD43194) and goes to the next file, so a record never spans two files.
 
-One append path serves single puts and batches (:meth:`CommitLog._put`):
-records are encoded by :func:`rocketq.common.codec.prepare_record` (the one
-encoder) and joined into one buffer outside the lock; under the put lock the
-queue offsets are assigned from the in-memory table ``topic_queue_table``
-(``"<topic>-<queueId>"`` → next offset, rebuilt from the consume queues at
-start-up), the three append-time fields are filled in, and the buffer goes into
-the mapped file with one slice assignment. While dispatch runs, each record
+Messages are appended by :meth:`CommitLog._put_one` (one message) and
+:meth:`CommitLog._put` (a list of messages): records are encoded by
+:func:`rocketq.common.codec.record_parts` (the one encoder) and joined into one
+buffer outside the lock; under the put lock the queue offsets are assigned from
+the in-memory table ``topic_queue_table`` (``"<topic>-<queueId>"`` → next
+offset, rebuilt from the consume queues at start-up), the three append-time
+fields are filled in, and the buffer goes into the mapped file with one slice
+assignment. A batch send as the broker takes it, column by column
+(``MessageExtBatch``), goes through :meth:`CommitLog.put_message_batch`, which
+does the same with a pass in C per column instead of a Python step per message
+(:class:`rocketq.common.codec.PreparedBatch`, held to ``record_parts`` by test). While dispatch runs, each record
 appended also leaves a dispatch row (:mod:`rocketq.store.dispatch`) in
 ``handoff``, so the reput service need not parse back what was just encoded.
 """
@@ -24,6 +28,8 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from enum import Enum
+from itertools import accumulate, repeat
+from operator import methodcaller
 
 import numpy as np
 
@@ -34,6 +40,7 @@ from rocketq.common.codec import (
     MESSAGE_MAGIC_CODE_V2,
     QUEUE_OFFSET_POS,
     SYSFLAG_POS,
+    PreparedBatch,
     PropertiesTooLongError,
     RecordInfo,
     check_record,
@@ -57,6 +64,7 @@ from rocketq.common.message import (
     TRANSACTION_PREPARED_TYPE,
     HostPort,
     MessageExt,
+    MessageExtBatch,
     string_to_properties,
     transaction_type,
 )
@@ -77,6 +85,9 @@ from rocketq.store.record_scan import (
 from rocketq.store.recovery import RecoveryDispatch, RecoveryReport, scan_commit_log
 from rocketq.store.store_config import MessageStoreConfig
 
+_GET_TAGS = methodcaller("get", PROPERTY_TAGS)
+_GET_KEYS = methodcaller("get", PROPERTY_KEYS)
+_GET_UNIQ_KEY = methodcaller("get", PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 HANDOFF_LIMIT = 1 << 16  # rows kept for the reput service at most (beyond that it parses the records)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -110,6 +121,11 @@ def offset_message_id(store_host: HostPort, offset: int) -> str:
     return f"{prefix}{offset & 0xFFFFFFFFFFFFFFFF:016X}"
 
 
+def _offset_id_format(store_host: HostPort) -> str:
+    """``%``-format of the offset message ids of *store_host* (for offsets, which are never negative)."""
+    return offset_message_id(store_host, 0)[:-16] + "%016X"
+
+
 class PutMessageResult:
     """Outcome of a put: status plus what ``AppendMessageResult`` reports.
 
@@ -117,13 +133,14 @@ class PutMessageResult:
     (``msg_id``, ``msg_ids``), from the store hosts and offsets kept here.
     """
 
-    __slots__ = ("_ids", "_records", "error", "logics_offset", "msg_num", "status", "store_timestamp",
+    __slots__ = ("_ids", "_offsets", "_records", "error", "logics_offset", "msg_num", "status", "store_timestamp",
                  "wrote_bytes", "wrote_offset")  # fmt: skip
 
     def __init__(self, status: PutMessageStatus, wrote_offset: int = -1, wrote_bytes: int = 0, msg_id: str = "",
                  store_timestamp: int = 0, logics_offset: int = -1, msg_num: int = 0,
                  msg_ids: list[str] | None = None, error: str = "",
-                 records: Sequence[tuple[HostPort, int]] | None = None) -> None:  # fmt: skip
+                 records: Sequence[tuple[HostPort, int]] | None = None,
+                 offsets: tuple[HostPort, Sequence[int]] | None = None) -> None:  # fmt: skip
         self.status = status
         self.wrote_offset = wrote_offset
         self.wrote_bytes = wrote_bytes
@@ -132,6 +149,7 @@ class PutMessageResult:
         self.msg_num = msg_num
         self.error = error
         self._records = records  # (store host, offset) of each record appended
+        self._offsets = offsets  # or: one store host and the offsets of the records (a batch)
         self._ids = msg_ids if msg_ids is not None else ([msg_id] if msg_id else None)
 
     @property
@@ -142,7 +160,12 @@ class PutMessageResult:
     def msg_ids(self) -> list[str]:
         ids = self._ids
         if ids is None:
-            ids = self._ids = [offset_message_id(h, o) for h, o in self._records or ()]
+            if self._offsets is not None:
+                host, offsets = self._offsets
+                ids = list(map(_offset_id_format(host).__mod__, offsets))
+            else:
+                ids = [offset_message_id(h, o) for h, o in self._records or ()]
+            self._ids = ids
         return ids
 
     @msg_ids.setter
@@ -204,6 +227,8 @@ class CommitLog:
         # the reput service takes them with take_handoff().
         self.handoff: list[tuple[object, ...]] | None = None
         self._tag_codes: dict[str, int] = {}
+        # The same codes, and 0 for no tag, for a column looked up in C (_batch_row_columns).
+        self._tag_code_of: dict[str | None, int] = {None: 0, "": 0}
         self._topic_names: dict[bytes, str] = {}  # topic bytes as stored -> topic
         # Called after each successful append with the end offset (flush/dispatch wake-ups).
         self.on_append: Callable[[int], None] | None = None
@@ -275,6 +300,75 @@ class CommitLog:
         if not batch and len(msgs) == 1:
             return self.put_message(msgs[0])
         return self._put(msgs)
+
+    def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult:
+        """Append a producer batch held column by column (``MessageExtBatch``) as consecutive records.
+
+        As :meth:`put_messages`, with no Python step per message: the records are worked out outside the lock
+        (:class:`PreparedBatch`), and under it their offsets are laid out, their headers packed with them, the
+        records copied into the last file in one slice assignment and their dispatch rows left in ``handoff``,
+        each a column-wise pass in C. The records never wait in the file for their offsets: a process killed
+        mid-append leaves no record that says queue offset 0 at physical offset 0 (see :meth:`_put_one`).
+        """
+        if self.read_only:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is open read-only")
+        n = len(batch.bodies)
+        if n == 0:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="empty batch")
+        try:
+            prepared = PreparedBatch(batch)
+        except ValueError as e:
+            return _unencodable(e)
+        sizes, total = prepared.sizes, prepared.total
+        refused = self._refusal(max(sizes), total)
+        if refused is not None:
+            return refused
+        topic, queue_id, sys_flag = batch.topic, batch.queue_id, prepared.sys_flag
+        key = f"{topic}-{queue_id}"
+        step = 0 if sys_flag & TRANSACTION_PREPARED_TYPE else 1
+        # The rows' columns are worked out here, outside the lock (only while someone takes the rows).
+        row_columns = self._batch_row_columns(batch) if self.handoff is not None else None
+        with self.put_lock:
+            store_ts = time.time_ns() // 1_000_000
+            mf = self._file_for(total)
+            if mf is None:
+                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot create a file")
+            first_qo = self.topic_queue_table.get(key, 0) if step else 0
+            pos = mf.wrote_position
+            phys = mf.file_from_offset + pos
+            offsets = list(accumulate(sizes[:-1], initial=phys))
+            queue_offsets = range(first_qo, first_qo + n) if step else repeat(0, n)
+            mf.mm[pos : pos + total] = prepared.encode(queue_offsets, offsets, store_ts, batch.flags)
+            rows = self.handoff
+            if rows is not None and len(rows) < HANDOFF_LIMIT and row_columns is not None:
+                codes, keys, uniq_keys = row_columns
+                if topic == RMQ_SYS_SCHEDULE_TOPIC:
+                    codes = [self._schedule_tags_code(p.get(PROPERTY_DELAY_TIME_LEVEL), store_ts, c)
+                             for p, c in zip(batch.properties, codes, strict=True)]  # fmt: skip
+                # Rows in DispatchRequest order, made by zip: no Python step per record.
+                rows.extend(zip(repeat(topic), repeat(queue_id), offsets, sizes, codes, repeat(store_ts),
+                                range(first_qo, first_qo + n) if step else repeat(0, n), keys, uniq_keys,
+                                repeat(sys_flag), repeat(0), batch.properties))  # fmt: skip
+            mf.wrote_position = mf.committed_position = pos + total
+            mf.store_timestamp = store_ts
+            if step:
+                self.topic_queue_table[key] = first_qo + n
+        if self.on_append is not None:
+            self.on_append(phys + total)
+        return PutMessageResult(PutMessageStatus.PUT_OK, phys, total, "", store_ts, first_qo, n, None, "", None,
+                                (batch.store_host, offsets))  # fmt: skip
+
+    def _batch_row_columns(self, batch: MessageExtBatch) -> tuple[list[int], list[str | None], list[str | None]] | None:
+        """Tag codes, keys and ``UNIQ_KEY`` of a batch's records, from the maps its property bytes read back as
+        (None when the columns are not whole: the reput service then reads the records back)."""
+        props = batch.properties
+        if len(props) != len(batch.bodies):
+            return None
+        tags = list(map(_GET_TAGS, props))
+        codes = list(map(self._tag_code_of.get, tags))
+        if None in codes:  # a tag seen for the first time (or a cache that is full)
+            codes = [self._tag_code(t) if t else 0 for t in tags]
+        return codes, list(map(_GET_KEYS, props)), list(map(_GET_UNIQ_KEY, props))
 
     def _refusal(self, largest: int, total: int) -> PutMessageResult | None:
         """Why records of *total* bytes, the largest of *largest*, cannot be appended (or None)."""
@@ -367,14 +461,11 @@ class CommitLog:
         key = f"{first.topic}-{first.queue_id}"
         # PREPARED and ROLLBACK records take queue offset 0 and do not advance the queue.
         step = 0 if first.sys_flag & TRANSACTION_PREPARED_TYPE else 1
-        files = self.mapped_file_queue.files
         with self.put_lock:
             store_ts = time.time_ns() // 1_000_000
-            mf = files[-1] if files else None
-            if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
-                mf = self._writable_file(total)
-                if mf is None:
-                    return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot create a file")
+            mf = self._file_for(total)
+            if mf is None:
+                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, error="cannot create a file")
             qo = queue_offset = self.topic_queue_table.get(key, 0) if step else 0
             pos = mf.wrote_position
             phys = wrote_offset = mf.file_from_offset + pos
@@ -404,6 +495,15 @@ class CommitLog:
         records = [(m.store_host, m.commit_log_offset) for m in msgs]
         return PutMessageResult(PutMessageStatus.PUT_OK, wrote_offset, total, "", store_ts, queue_offset, len(msgs),
                                 None, "", records)  # fmt: skip
+
+    def _file_for(self, total: int) -> MappedFile | None:
+        """The file to append *total* bytes to (under the put lock): the last one while they fit it with 8 bytes to
+        spare, else :meth:`_writable_file`."""
+        files = self.mapped_file_queue.files
+        mf = files[-1] if files else None
+        if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+            mf = self._writable_file(total)
+        return mf
 
     def _writable_file(self, total: int) -> MappedFile | None:
         """The file to append *total* bytes to (under the put lock).
@@ -451,7 +551,7 @@ class CommitLog:
         if code is None:
             code = java_string_hash(tags)
             if len(self._tag_codes) < 4096:
-                self._tag_codes[tags] = code
+                self._tag_codes[tags] = self._tag_code_of[tags] = code
         return code
 
     def _schedule_tags_code(self, raw: str | None, store_ts: int, default: int) -> int:
