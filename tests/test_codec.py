@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +84,15 @@ def _java_string_to_properties(s: str) -> dict[str, str]:
     return props
 
 
+_SEGMENT = re.compile("(?:^|\x02)([^\x01\x02]+)\x01([^\x02]+)")
+
+
 @given(st.text(alphabet="ab\x01\x02é", max_size=24))
 def test_property_decoding_matches_the_plain_reading(s: str) -> None:
-    assert string_to_properties(s) == _java_string_to_properties(s)
+    """Against the plain reading and against a regex of a segment (name without separators, 0x01, a value without
+    0x02, each at least one character, at the start or after 0x02): the same maps, names in the same order."""
+    got = string_to_properties(s)
+    assert list(got.items()) == list(_java_string_to_properties(s).items()) == list(dict(_SEGMENT.findall(s)).items())
 
 
 SPEC_RECORD = bytes.fromhex(
