@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from rocketq.common.codec import (
     BLANK_MAGIC_CODE,
     PropertiesTooLongError,
-    decode_batch_body,
     decode_record,
     decode_records_of,
     encode_batch_body,
@@ -24,6 +23,7 @@ from rocketq.common.codec import (
     encode_records,
     read_size_and_magic,
     record_length,
+    split_batch_body,
     store_timestamp_pos,
 )
 from rocketq.common.errors import CorruptRecordError
@@ -33,6 +33,7 @@ from rocketq.common.message import (
     STOREHOSTADDRESS_V6_FLAG,
     Message,
     MessageExt,
+    properties_of_bytes,
     properties_to_string,
     string_to_properties,
 )
@@ -319,7 +320,7 @@ def test_uniq_key_format() -> None:
 
 def test_batch_body_in_java_order() -> None:
     msg = Message("B", b"x", 0, {"WAIT": "true", "TAGS": "t", "KEYS": "k", "UNIQ_KEY": "U"})
-    [(_, _, _, raw)] = decode_batch_body(encode_batch_body([msg], java_order=True))
+    _, _, [raw] = split_batch_body(encode_batch_body([msg], java_order=True))
     assert raw == b"KEYS\x01k\x02UNIQ_KEY\x01U\x02WAIT\x01true\x02TAGS\x01t"  # a HashMap's order of these names
 
 
@@ -330,11 +331,12 @@ def test_batch_properties_in_java_order_as_a_reordered_map_encodes(props: dict[s
     """The batch body's properties (names in a HashMap's order, values joined in C) against encoding the map
     reordered: None values and transient names left out, non-ASCII text, every set of names."""
     msg = Message("B", b"x", 0, props)
-    [(_, _, _, raw)] = decode_batch_body(encode_batch_body([msg], java_order=True))
+    _, _, [raw] = split_batch_body(encode_batch_body([msg], java_order=True))
     assert raw == properties_to_string(hashmap_ordered(props)).encode()
 
 
 def test_batch_body_round_trip() -> None:
     msgs = [Message("B", b"one", 1, {"KEYS": "k1"}), Message("B", b"", 0, {})]
-    items = decode_batch_body(encode_batch_body(msgs))
+    flags, bodies, raws = split_batch_body(encode_batch_body(msgs))
+    items = list(zip(bodies, flags, properties_of_bytes(raws), raws, strict=True))
     assert items == [(b"one", 1, {"KEYS": "k1"}, b"KEYS\x01k1"), (b"", 0, {}, b"")]

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from rocketq.common.codec import (
     PreparedBatch,
     PropertiesTooLongError,
-    decode_batch_body,
     encode_record,
     join_batch_properties,
     join_batch_properties_column,
@@ -75,8 +74,8 @@ def test_split_batch_body_reads_each_entry_as_an_entry_by_entry_reader(
     flags, bodies, raws = split_batch_body(data)
     assert list(zip(flags, bodies, raws, strict=True)) == _walk(data) == [(f, b, p) for b, f, p in entries]
     assert split_batch_body(bytearray(data)) == (flags, bodies, raws)
-    # decode_batch_body adds the map each entry's properties read back as.
-    assert [e[2] for e in decode_batch_body(data)] == [string_to_properties(decode_utf8_java(p)) for p in raws]
+    # ... and the maps they read back as.
+    assert properties_of_bytes(raws) == [string_to_properties(decode_utf8_java(p)) for p in raws]
 
 
 @pytest.mark.parametrize(("data", "why"), [
@@ -100,7 +99,7 @@ def test_split_batch_body_of_nothing() -> None:
 @given(st.lists(_props_bytes, max_size=6), _props_bytes)
 def test_properties_joined_column_wise_are_those_joined_one_by_one(entries: list[bytes], batch: bytes) -> None:
     joined = join_batch_properties_column(entries, batch)
-    assert joined == [join_batch_properties(e, {}, batch, {})[0] for e in entries]
+    assert joined == [join_batch_properties(e, batch) for e in entries]
     assert properties_of_bytes(joined) == [string_to_properties(decode_utf8_java(j)) for j in joined]
 
 

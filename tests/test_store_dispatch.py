@@ -118,7 +118,7 @@ def broker_batch(store: MessageStore, topic: str, rng: random.Random, other: tup
     batch_props = string_to_properties(batch_raw.decode())
     out = []
     for entry in _batch_entries(rng, other):
-        raw, props = join_batch_properties(entry, string_to_properties(entry.decode()), batch_raw, batch_props)
+        raw, props = join_batch_properties(entry, batch_raw), {**string_to_properties(entry.decode()), **batch_props}
         out.append(MessageExt(topic=topic, body=rng.randbytes(50), properties=props, queue_id=0,
                               store_host=("127.0.0.1", 10911), properties_bytes=raw, properties_parsed=True))
     return out
@@ -424,8 +424,8 @@ def test_joined_batch_properties_are_what_the_joined_bytes_read_back_as() -> Non
     for _ in range(3000):
         entry = b"".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 12)))
         batch = b"".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 8)))
-        raw, props = join_batch_properties(entry, string_to_properties(decode_utf8_java(entry)), batch,
-                                           string_to_properties(decode_utf8_java(batch)))  # fmt: skip
+        raw = join_batch_properties(entry, batch)
+        props = {**string_to_properties(decode_utf8_java(entry)), **string_to_properties(decode_utf8_java(batch))}
         read = string_to_properties(decode_utf8_java(raw))
         assert list(props.items()) == list(read.items()), (entry, batch)
         assert raw.startswith(entry) and raw.endswith(batch)

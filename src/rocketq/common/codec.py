@@ -42,7 +42,7 @@ from itertools import chain, repeat
 from operator import add as _add
 from operator import and_ as _and
 from operator import methodcaller
-from typing import Final, NoReturn, TypeAlias
+from typing import Final, NoReturn
 
 from rocketq.common.errors import CorruptRecordError
 from rocketq.common.javacompat import crc32_masked, decode_utf8_java, encode_utf8_java, hashmap_key_order
@@ -53,7 +53,6 @@ from rocketq.common.message import (
     Message,
     MessageExt,
     MessageExtBatch,
-    properties_of_bytes,
     properties_to_string,
     string_to_properties,
 )
@@ -600,32 +599,26 @@ def encode_batch_body(messages: Sequence[Message], *, java_order: bool = False) 
     return b"".join(parts)
 
 
-def join_batch_properties(entry_raw: bytes, entry_props: dict[str, str], batch_raw: bytes,
-                          batch_props: dict[str, str]) -> tuple[bytes, dict[str, str]]:  # fmt: skip
-    """The stored property bytes of a batch entry (its own, then the batch's, as a 4.9 broker joins them) and the
-    map they read back as, without reading them again.
+def join_batch_properties(entry_raw: bytes, batch_raw: bytes) -> bytes:
+    """The stored property bytes of a batch entry: its own, then the batch's, as a 4.9 broker joins them.
 
-    *entry_props* and *batch_props* are what *entry_raw* and *batch_raw* read back as. The map is exact: the 0x02
-    put between the two parts ends any UTF-8 sequence cut at the end of the entry's, so the parts decode apart as
-    they do together, and then the entry's names come first and a later name wins, as in one read.
+    They read back as the entry's map updated by the batch's: the 0x02 put between the two parts ends any UTF-8
+    sequence cut at the end of the entry's, so the parts decode apart as they do together; the entry's names come
+    first and a later name wins, as in one read.
     """
-    return _joined_properties(entry_raw, batch_raw), {**entry_props, **batch_props}
-
-
-def _joined_properties(entry_raw: bytes, batch_raw: bytes) -> bytes:
     if entry_raw and batch_raw and not entry_raw.endswith(b"\x02"):
         entry_raw += b"\x02"
     return entry_raw + batch_raw
 
 
 def join_batch_properties_column(entry_raws: list[bytes], batch_raw: bytes) -> list[bytes]:
-    """The stored property bytes of every entry of a batch (as :func:`join_batch_properties` joins one), in C
-    when every entry has properties that do not end with 0x02 (what clients write)."""
+    """:func:`join_batch_properties` of every entry of a batch, in C when every entry has properties that do not
+    end with 0x02 (what clients write)."""
     if not batch_raw:
         return list(entry_raws)
     if all(entry_raws) and not any(map(_ENDS_WITH_SEPARATOR, entry_raws)):
         return list(map(_add, entry_raws, repeat(b"\x02" + batch_raw)))
-    return [_joined_properties(raw, batch_raw) for raw in entry_raws]
+    return [join_batch_properties(raw, batch_raw) for raw in entry_raws]
 
 
 _ENDS_WITH_SEPARATOR = methodcaller("endswith", b"\x02")
@@ -634,9 +627,6 @@ _ENDS_WITH_SEPARATOR = methodcaller("endswith", b"\x02")
 _BATCH_ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE, MAGICCODE, BODYCRC, FLAG, BODYLENGTH of a batch entry
 _BATCH_ENTRY_FIXED = _BATCH_ITEM_HEAD.size + 2  # and PROPERTIESLENGTH
 
-
-#: A batch entry as the broker takes it: body, flag, properties and the raw property bytes they were read from.
-BatchEntry: TypeAlias = tuple[bytes, int, dict[str, str], bytes]
 
 
 def split_batch_body(data: bytes | bytearray | memoryview) -> tuple[list[int], list[bytes], list[bytes]]:
@@ -677,9 +667,3 @@ def _refuse_batch_entry(size: int, body_len: int, pos: int, n: int) -> NoReturn:
     if size < _BATCH_ENTRY_FIXED or pos + size > n:
         raise CorruptRecordError(f"bad batch item size {size} at {pos}")
     raise CorruptRecordError(f"a batch item's body of {body_len} bytes runs past its size at {pos}")
-
-
-def decode_batch_body(data: bytes | bytearray | memoryview) -> list[BatchEntry]:
-    """Split a batch send body into its entries (:data:`BatchEntry`), each with its raw property bytes."""
-    flags, bodies, raws = split_batch_body(data)
-    return list(zip(bodies, flags, properties_of_bytes(raws), raws, strict=True))

@@ -337,7 +337,7 @@ class CommitLog:
             pos = mf.wrote_position
             phys = mf.file_from_offset + pos
             offsets = list(accumulate(sizes[:-1], initial=phys))
-            queue_offsets = range(first_qo, first_qo + n) if step else repeat(0, n)
+            queue_offsets = range(first_qo, first_qo + n) if step else [0] * n  # PREPARED: all 0
             mf.mm[pos : pos + total] = prepared.encode(queue_offsets, offsets, store_ts, batch.flags)
             rows = self.handoff
             if rows is not None and len(rows) < HANDOFF_LIMIT and row_columns is not None:
@@ -347,7 +347,7 @@ class CommitLog:
                              for p, c in zip(batch.properties, codes, strict=True)]  # fmt: skip
                 # Rows in DispatchRequest order, made by zip: no Python step per record.
                 rows.extend(zip(repeat(topic), repeat(queue_id), offsets, sizes, codes, repeat(store_ts),
-                                range(first_qo, first_qo + n) if step else repeat(0, n), keys, uniq_keys,
+                                queue_offsets, keys, uniq_keys,
                                 repeat(sys_flag), repeat(0), batch.properties))  # fmt: skip
             mf.wrote_position = mf.committed_position = pos + total
             mf.store_timestamp = store_ts

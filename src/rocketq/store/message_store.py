@@ -36,7 +36,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
@@ -894,8 +894,9 @@ class MessageStore:
             reconsume_times,
         )  # fmt: skip
 
-    def _validate(self, topic: str, queue_id: int, msgs: Sequence[MessageExt]) -> PutMessageResult | None:
-        """Why *msgs* (of one queue) cannot be put now (``checkStoreStatus`` + ``checkMessage``), or None."""
+    def _validate(self, topic: str, queue_id: int, bodies: Iterable[bytes | None]) -> PutMessageResult | None:
+        """Why messages of one queue with these *bodies* cannot be put now (``checkStoreStatus`` +
+        ``checkMessage``), or None."""
         if self.read_only or self._closed:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not open for writing")
         if self.running_flags.flag_bits & NOT_WRITEABLE_BITS:
@@ -913,10 +914,10 @@ class MessageStore:
             if len(self._checked_queues) < 100_000:
                 self._checked_queues[key] = self.topic_config_manager.get(topic)
         limit = self.config.max_message_size
-        for m in msgs:
-            if m.body and len(m.body) > limit:
-                error = f"body of {len(m.body)} bytes exceeds maxMessageSize {limit}"
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=error)
+        largest = max(map(len, filter(None, bodies)), default=0)
+        if largest > limit:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    error=f"body of {largest} bytes exceeds maxMessageSize {limit}")  # fmt: skip
         return None
 
     def _append(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
@@ -925,7 +926,7 @@ class MessageStore:
             msg = self.to_message_ext(msg, queue_id or 0)
         elif queue_id is not None:
             msg.queue_id = queue_id
-        bad = self._validate(msg.topic, msg.queue_id, (msg,))
+        bad = self._validate(msg.topic, msg.queue_id, (msg.body,))
         if bad is not None:
             return bad
         return self.commit_log.put_message(msg)
@@ -954,7 +955,7 @@ class MessageStore:
                                         error="batch messages cannot be transactional")  # fmt: skip
             if m.properties.get(PROPERTY_DELAY_TIME_LEVEL, "0") not in ("", "0"):
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be delayed")
-        bad = self._validate(topic, qid, exts)
+        bad = self._validate(topic, qid, [m.body for m in exts])
         if bad is not None:
             return bad
         return self.commit_log.put_messages(exts)
@@ -969,14 +970,9 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be transactional")
         if not set(map(_GET_DELAY, batch.properties)) <= _NO_DELAY:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be delayed")
-        bad = self._validate(batch.topic, batch.queue_id, ())
+        bad = self._validate(batch.topic, batch.queue_id, batch.bodies)
         if bad is not None:
             return bad
-        limit = self.config.max_message_size
-        largest = max(map(len, batch.bodies))
-        if largest > limit:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    error=f"body of {largest} bytes exceeds maxMessageSize {limit}")  # fmt: skip
         return self.commit_log.put_message_batch(batch)
 
     def put_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
