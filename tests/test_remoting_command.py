@@ -429,9 +429,11 @@ def test_an_ext_layout_seen_twice_is_read_by_one_unpack_and_blocks_of_its_size_s
     size = len(first)
     same_layout = _ext_block([(b"a", b"group2"), (b"b", b"TopicB"), (b"e", b"7"), (b"i", b"KEYS\x01k-02\x02")])
     other_layout = _ext_block([(b"a", b"group22"), (b"b", b"TopicB"), (b"e", b"7"), (b"i", b"KEYS\x01k-2\x02")])
+    # The same lengths (so the same reader) but other keys: read with its own keys, not the layout's.
+    other_keys = _ext_block([(b"x", b"group3"), (b"b", b"TopicC"), (b"y", b"8"), (b"i", b"KEYS\x01k-03\x02")])
     not_ascii = _ext_block([(b"a", b"gr\xfcp12"), (b"b", b"TopicB"), (b"e", b"7"), (b"i", b"KEYS\x01k-02\x02")])
     empty_value = _ext_block([(b"a", b""), (b"bb", b"TopicBB"), (b"e", b"7"), (b"i", b"KEYS\x01k-000002\x02")])
-    assert len({size, len(same_layout), len(other_layout), len(not_ascii), len(empty_value)}) == 1
+    assert len({size, len(same_layout), len(other_layout), len(other_keys), len(not_ascii), len(empty_value)}) == 1
 
     def read(block: bytes) -> dict[str, str] | None:
         return decode_rocketmq_header(_rocketmq(b"", block)).ext_fields
@@ -441,9 +443,18 @@ def test_an_ext_layout_seen_twice_is_read_by_one_unpack_and_blocks_of_its_size_s
     assert read(same_layout) == _plain_ext_reading(same_layout)
     reader = command_module._ext_layouts[size][1]
     assert reader is not None and reader.size == size
-    for block in (not_ascii, empty_value, first, other_layout, first, same_layout, first):
+    for block in (not_ascii, empty_value, first, other_layout, first, other_keys, same_layout, first, other_keys):
         assert read(block) == _plain_ext_reading(block)
     assert command_module._ext_layouts[size][1] is not None
+    # The keys of a known layout are text made once: two blocks with those keys share the key objects.
+    one = _ext_block([(b"group", b"g1"), (b"topic", b"T1")])
+    two = _ext_block([(b"group", b"g2"), (b"topic", b"T2")])
+    three = _ext_block([(b"grouq", b"g3"), (b"topic", b"T3")])
+    for block in (one, two):
+        read(block)
+    keys2, keys1, keys3 = (list(read(block) or {}) for block in (two, one, three))
+    assert keys1 == keys2 == ["group", "topic"] and keys1[0] is keys2[0] and keys1[1] is keys2[1]
+    assert keys3 == ["grouq", "topic"]
 
     # A reader is used at all: a block it reads is not read entry by entry.
     monkeypatch.setattr(command_module, "_unpack_u16", None)

@@ -60,7 +60,7 @@ from rocketq.common.message import (
     properties_to_string,
     string_to_properties,
 )
-from rocketq.remoting.codes import FLAG_RESPONSE, MQVersion, RequestCode, ResponseCode
+from rocketq.remoting.codes import CURRENT_VERSION, FLAG_RESPONSE, LanguageCode, MQVersion, RequestCode, ResponseCode
 from rocketq.remoting.command import (
     RemotingCommand,
     UnescapedCommand,
@@ -182,12 +182,12 @@ def parse_request_header(request: RemotingCommand) -> SendMessageRequestHeader:
     )  # fmt: skip
 
 
-#: Put outcomes that stored the message, and the code each answers.
+#: Put outcomes that stored the message, and the code (a plain int, as a command holds it) each answers.
 _SENT_CODES = {
-    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
-    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
-    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
-    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    PutMessageStatus.PUT_OK: int(ResponseCode.SUCCESS),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: int(ResponseCode.FLUSH_DISK_TIMEOUT),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: int(ResponseCode.FLUSH_SLAVE_TIMEOUT),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: int(ResponseCode.SLAVE_NOT_AVAILABLE),
 }
 
 
@@ -380,18 +380,21 @@ class SendMessageProcessor:
             return None  # nobody reads the answer to a one-way send: do not build it
         if code is not None:
             # The extFields as text already (in the order Java's HashMap writes them): nothing left to convert.
-            ext = {"queueId": str(queue_id), **self._response_ext(), "msgId": result.msg_id,
-                   "queueOffset": str(result.logics_offset)}  # fmt: skip
+            c = self.controller.broker_config
+            region = c.region_id
+            ext = {"queueId": str(queue_id), "MSG_REGION": region, "TRACE_ON": "true" if c.trace_on else "false",
+                   "msgId": result.msg_id, "queueOffset": str(result.logics_offset)}  # fmt: skip
             # Numbers, hex ids and true/false: plain JSON text, but for the region (a setting, checked once per
             # value) and the transaction id: the message's UNIQ_KEY, which every send carries. Clients write it
             # in hex, yet it is the producer's text, so it is checked.
-            answer = UnescapedCommand if _plain_setting(ext["MSG_REGION"]) else RemotingCommand
+            answer = UnescapedCommand if _plain_setting(region) else RemotingCommand
             if transaction_id:
                 ext["transactionId"] = transaction_id
                 if not plain_json_text(transaction_id):
                     answer = RemotingCommand
             self.controller.stats.on_put(result.msg_num)
-            return answer(int(code), opaque=request.opaque, flag=FLAG_RESPONSE, ext_fields=ext)
+            # Positional: the defaults of language, version and remark, the answer's opaque and flag.
+            return answer(code, LanguageCode.JAVA, CURRENT_VERSION, request.opaque, FLAG_RESPONSE, None, ext)
         code, remark = self.put_failure(status, result.error)
         log.warning("put failed: %s (%s)", status.value, result.error)
         return self._fail(request, code, remark)

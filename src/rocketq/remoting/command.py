@@ -42,6 +42,7 @@ import itertools
 import json
 import re
 import struct
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -83,6 +84,8 @@ _FRAME_HEAD = struct.Struct(">ii")
 _ROCKETMQ_FIXED = struct.Struct(">hbhii")  # code, language, version, opaque, flag
 _ROCKETMQ_NO_REMARK = struct.Struct(">hbhiiii")  # the same, remark length, extFields length if no remark
 _JSON_TYPE: Final = int(SerializeType.JSON)
+_SERIALIZE_JSON: Final = SerializeType.JSON
+_SERIALIZE_ROCKETMQ: Final = SerializeType.ROCKETMQ
 _ROCKETMQ_TYPE: Final = int(SerializeType.ROCKETMQ)
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -422,16 +425,20 @@ class RemotingCommand:
         """The frame as ``[head and header, body]`` (no body: one part), for a writer that joins many frames
         into one write: the body is copied once, there."""
         st = self.serialize_type if serialize_type is None else serialize_type
-        if st is not SerializeType.JSON and st is not SerializeType.ROCKETMQ:
+        if st is _SERIALIZE_JSON:
+            header = self._json_header()
+            word = size = len(header)  # type 0 in the top byte
+        else:
             st = SerializeType(st)
-        header = encode_rocketmq_header(self) if st is SerializeType.ROCKETMQ else self._json_header()
-        size = len(header)
+            header = encode_rocketmq_header(self) if st is _SERIALIZE_ROCKETMQ else self._json_header()
+            size = len(header)
+            word = (int(st) << 24) | size
         if size > MAX_HEADER_LENGTH:
             raise FrameError(f"header of {size} bytes does not fit the 24-bit header length")
         body = self.body
         if not body:
-            return [_FRAME_HEAD.pack(4 + size, (int(st) << 24) | size) + header]
-        return [_FRAME_HEAD.pack(4 + size + len(body), (int(st) << 24) | size) + header, body]
+            return [_FRAME_HEAD.pack(4 + size, word) + header]
+        return [_FRAME_HEAD.pack(4 + size + len(body), word) + header, body]
 
     @classmethod
     def decode(cls, frame: bytes | bytearray | memoryview) -> RemotingCommand:
@@ -613,9 +620,10 @@ _language_names: dict[object, str] = {}
 class UnescapedCommand(RemotingCommand):
     """A command whose extFields and remark its maker vouches for: set at once and never changed, plain text
     that JSON writes as it is (ASCII, no quote, backslash or control character: numbers, hex ids, status names,
-    settings checked once). Its JSON header is written with no look for what to escape (its frame costs a
-    little over half a :class:`RemotingCommand`'s): the answers to sends and pulls, one or more per message.
-    The bytes are :func:`encode_json_header`'s (tested)."""
+    settings checked once). Its JSON header is written with no look for what to escape, from a %-format made
+    once per layout (its extFields names in order, whether it has a remark, its language): the answers to sends
+    and pulls, one or more per message, come in a handful of layouts. The bytes are :func:`encode_json_header`'s
+    (tested)."""
 
     __slots__ = ()
 
@@ -623,27 +631,50 @@ class UnescapedCommand(RemotingCommand):
         language = _language_names.get(self.language)
         if language is None:  # the first command of this language: encode_json_header names it
             return encode_json_header(self)
-        return _plain_json_header(int(self.code), self.ext_fields, int(self.flag), language, int(self.opaque),
-                                  self.remark, int(self.version)).encode()  # fmt: skip
+        return _plain_json_header(self.code, self.ext_fields, self.flag, language, self.opaque, self.remark,
+                                  self.version).encode()  # fmt: skip
+
+
+#: %-formats of plain JSON headers by layout (see UnescapedCommand); a server sends few layouts (bounded).
+_plain_templates: dict[tuple[tuple[str, ...] | None, bool, str], str] = {}
+
+
+def _plain_template(names: tuple[str, ...] | None, no_remark: bool, language: str) -> str:
+    """The plain JSON header of a layout as a %-format (fastjson's member order, nulls left out): the code, each
+    extFields value, the flag, the opaque, the remark (when there is one) and the version go in."""
+    def lit(text: str) -> str:
+        return text.replace("%", "%%")
+
+    if names is None:
+        members = ""
+    elif names:
+        members = ',"extFields":{"' + '","'.join(f'{lit(name)}":"%s' for name in names) + '"}'
+    else:
+        members = ',"extFields":{}'
+    # serializeTypeCurrentRPC is a bean property that leaks into Java's JSON; every reader ignores it.
+    template = ('{"code":%d' + members + ',"flag":%d,"language":"' + lit(language) + '","opaque":%d'
+                + ("" if no_remark else ',"remark":"%s"') + ',"serializeTypeCurrentRPC":"JSON","version":%d}')
+    if len(_plain_templates) >= 256:
+        _plain_templates.clear()
+    _plain_templates[(names, no_remark, language)] = template
+    return template
 
 
 def _plain_json_header(code: int, ext: dict[str, str] | None, flag: int, language: str, opaque: int,
                        remark: str | None, version: int) -> str:  # fmt: skip
-    """The JSON header text of fields with nothing to escape: fastjson's member order, nulls left out."""
-    if ext is None:
-        members = ""
-    elif ext:
-        members = ',"extFields":{"' + '","'.join(map('":"'.join, ext.items())) + '"}'
-    else:
-        members = ',"extFields":{}'
-    # serializeTypeCurrentRPC is a bean property that leaks into Java's JSON; every reader ignores it.
-    return (f'{{"code":{code}{members},"flag":{flag},"language":"{language}","opaque":{opaque}'
-            + ("" if remark is None else f',"remark":"{remark}"')
-            + f',"serializeTypeCurrentRPC":"JSON","version":{version}}}')  # fmt: skip
+    """The JSON header text of fields with nothing to escape (:func:`_plain_template` of their layout, filled)."""
+    layout = (None if ext is None else tuple(ext), remark is None, language)
+    template = _plain_templates.get(layout) or _plain_template(*layout)
+    values = tuple(ext.values()) if ext else ()
+    if remark is None:
+        return template % (code, *values, flag, opaque, version)
+    return template % (code, *values, flag, opaque, remark, version)
 
 
 def plain_json_text(text: str) -> bool:
     """True when JSON writes *text* as it is (what an :class:`UnescapedCommand` may hold)."""
+    if text.isalnum():  # numbers, hex ids, names (and letters beyond ASCII, which the next line refuses)
+        return text.isascii()
     return text.isascii() and _JSON_ESCAPED.search(text) is None
 
 
@@ -869,10 +900,12 @@ _unpack_u32 = struct.Struct(">I").unpack_from
 
 
 #: extFields layouts by block size: the lengths of the entries in order (key, value, key, value, ...) and, once the
-#: same lengths have come twice, a Struct that reads the whole block in one call. A client writes the same layout
-#: header after header (the same keys, values of the same widths), so most blocks are one unpack; the lengths it
-#: reads are compared with the layout's, and a block of the same size but another layout is read entry by entry.
-_ext_layouts: dict[int, tuple[tuple[int, ...], struct.Struct | None]] = {}
+#: same lengths have come twice, a Struct that reads the whole block in one call, with the keys of that second block
+#: (as bytes, and as text). A client writes the same layout header after header (the same keys, values of the same
+#: widths), so most blocks are one unpack; the lengths it reads are compared with the layout's, and a block of the
+#: same size but another layout is read entry by entry. Keys equal to the layout's are not decoded again: its text
+#: is used (whose hashes the dict of every block then reuses).
+_ext_layouts: dict[int, tuple[tuple[int, ...], struct.Struct | None, tuple[bytes, ...], tuple[str, ...]]] = {}
 _EXT_LAYOUTS_MAX: Final = 256
 
 
@@ -890,7 +923,9 @@ def _decode_rocketmq_ext(block: bytes) -> dict[str, str]:
     if layout is not None and ascii_block and layout[1] is not None:
         parts = layout[1].unpack(block)
         if parts[0::2] == layout[0]:
-            return dict(zip(map(bytes.decode, parts[1::4]), map(bytes.decode, parts[3::4]), strict=True))
+            keys = parts[1::4]
+            names = layout[3] if keys == layout[2] else map(bytes.decode, keys)
+            return dict(zip(names, map(bytes.decode, parts[3::4]), strict=True))
     text: str | bytes = block.decode("ascii") if ascii_block else block  # one decode, then slices of it
     entries: list[tuple[str | bytes, str | bytes]] = []
     complete = True  # no entry left out
@@ -915,18 +950,22 @@ def _decode_rocketmq_ext(block: bytes) -> dict[str, str]:
         # Decoded in order, so a later entry wins even where two raw keys read as one text (bad UTF-8).
         return {decode_utf8_java(k): decode_utf8_java(v) for k, v in entries}  # type: ignore[arg-type]
     if complete:
-        _learn_ext_layout(n, tuple(map(len, itertools.chain.from_iterable(entries))), layout)
+        _learn_ext_layout(n, entries, layout)  # type: ignore[arg-type]
     return dict(entries)  # type: ignore[arg-type]
 
 
 def _learn_ext_layout(
-    size: int, lengths: tuple[int, ...], known: tuple[tuple[int, ...], struct.Struct | None] | None
-) -> None:
-    """Remember the layout of an ASCII block read entry by entry; give it a Struct the second time it comes."""
+    size: int, entries: list[tuple[str, str]],
+    known: tuple[tuple[int, ...], struct.Struct | None, tuple[bytes, ...], tuple[str, ...]] | None,
+) -> None:  # fmt: skip
+    """Remember the layout of an ASCII block read entry by entry; give it a Struct (and its keys) the second time
+    it comes."""
+    lengths = tuple(map(len, itertools.chain.from_iterable(entries)))
     if known is not None and known[0] == lengths:
         fmt = "".join(f"H{k}sI{v}s" for k, v in zip(lengths[0::2], lengths[1::2], strict=True))
-        _ext_layouts[size] = (lengths, struct.Struct(">" + fmt))
+        keys = tuple(sys.intern(key) for key, _ in entries)
+        _ext_layouts[size] = (lengths, struct.Struct(">" + fmt), tuple(key.encode() for key in keys), keys)
         return
     if len(_ext_layouts) >= _EXT_LAYOUTS_MAX:
         _ext_layouts.clear()
-    _ext_layouts[size] = (lengths, None)
+    _ext_layouts[size] = (lengths, None, (), ())

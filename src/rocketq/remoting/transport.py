@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeAlias, cast
 
 from rocketq.remoting.codec import FRAME_MAX_LENGTH, FrameDecoder
-from rocketq.remoting.codes import ResponseCode, SerializeType, request_code_name
+from rocketq.remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, SerializeType, request_code_name
 from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.errors import (
     FrameError,
@@ -352,14 +352,14 @@ class RemotingConnection(asyncio.Protocol):
         return make_response_for(request, ResponseCode.SYSTEM_ERROR, _describe(exc))
 
     def _respond(self, request: RemotingCommand, response: object) -> None:
-        if response is None or request.is_oneway:
+        if response is None or request.flag & FLAG_ONEWAY:  # is_oneway, inline: once per request
             return
         if not isinstance(response, RemotingCommand):
             log.error("%s: processor of %s returned %r, not a command", self.role,
                       request_code_name(request.code), response)  # fmt: skip
             response = make_response_for(request, ResponseCode.SYSTEM_ERROR, "processor returned no command")
         response.opaque = request.opaque
-        response.mark_response()
+        response.flag |= FLAG_RESPONSE
         try:
             self._enqueue(response)
         except RemotingConnectError as exc:
