@@ -235,3 +235,30 @@ def test_sends_wait_for_the_flush_under_sync_flush_and_answer_at_once_under_asyn
 
     assert run(scenario("ASYNC_FLUSH")) == (False, ["0", "1", "2"])
     assert run(scenario("SYNC_FLUSH")) == (True, ["0", "1", "2"])
+
+
+_NUMBER_TEXTS = ["0", "5", "-1", "1023", "1024", "2147483647", "2147483648", "-2147483648", "007", "+5", " 5", "5 ",
+                 "1795307277238", "999999999999999999", "9223372036854775807", "9223372036854775808",
+                 "99999999999999999999", "\u0663", "1_000", "", "x"]  # fmt: skip
+
+
+@pytest.mark.parametrize("born", _NUMBER_TEXTS)
+@pytest.mark.parametrize("queue_id", ["3", "1024", "2147483647", "2147483648", "03", "\u0663"])
+def test_the_v2_header_parse_reads_numbers_as_the_careful_parse_does(born: str, queue_id: str) -> None:
+    """The one-pass V2 parse (used for every send) gives what the field-by-field getters give, or leaves the
+    header to them: born timestamps and queue ids in every writing, canonical or not, in range or not."""
+    from rocketq.broker.send_message_processor import _parse_v2_fast
+    from rocketq.remoting.command import HeaderFieldError, HeaderFields
+
+    fields = {"a": "pg", "b": "T", "c": "TBW102", "d": "4", "e": queue_id, "f": "0", "g": born, "h": "0"}
+    fast = _parse_v2_fast(fields)
+    view = HeaderFields(fields)
+    try:
+        careful = (view.get_int("e"), view.get_long("g"))
+    except HeaderFieldError:
+        careful = None
+    if fast is not None:
+        assert careful == (fast.queue_id, fast.born_timestamp)
+    else:
+        # Left to the careful parse: anything it refuses, or a writing Python would not write back.
+        assert careful is None or str(careful[0]) != queue_id or str(careful[1]) != born

@@ -126,6 +126,10 @@ def _canonical_int(text: str, limit: int) -> int:
     value = _SMALL_INTS.get(text)
     if value is not None:
         return value
+    # ASCII digits, no leading zero, at most 18 of them (under 2^63 - 1): such a text is its int's own writing
+    # (the born timestamp of every send), with no need to write the int back to compare.
+    if text.isdigit() and text.isascii() and text[0] != "0" and len(text) <= (18 if limit >= _LONG_MAX else 9):
+        return int(text)
     value = int(text)
     if str(value) != text or not -limit - 1 <= value <= limit:
         raise ValueError(text)
