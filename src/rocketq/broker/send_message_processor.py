@@ -237,9 +237,14 @@ class SendMessageProcessor:
         return self.send_message(conn, request, header)
 
     # --- checks ---------------------------------------------------------------------------------------
-    def _response_ext(self) -> dict[str, str]:
+    def _region_and_trace(self) -> tuple[str, str]:
+        """The MSG_REGION and TRACE_ON texts every send answer carries (settings, read at each answer)."""
         c = self.controller.broker_config
-        return {"MSG_REGION": c.region_id, "TRACE_ON": "true" if c.trace_on else "false"}
+        return c.region_id, "true" if c.trace_on else "false"
+
+    def _response_ext(self) -> dict[str, str]:
+        region, trace = self._region_and_trace()
+        return {"MSG_REGION": region, "TRACE_ON": trace}
 
     def _fail(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
         return make_response_for(request, code, remark, ext_fields=self._response_ext())
@@ -384,10 +389,9 @@ class SendMessageProcessor:
             return None  # nobody reads the answer to a one-way send: do not build it
         if code is not None:
             # The extFields as text already (in the order Java's HashMap writes them): nothing left to convert.
-            c = self.controller.broker_config
-            region = c.region_id
-            ext = {"queueId": str(queue_id), "MSG_REGION": region, "TRACE_ON": "true" if c.trace_on else "false",
-                   "msgId": result.msg_id, "queueOffset": str(result.logics_offset)}  # fmt: skip
+            region, trace = self._region_and_trace()
+            ext = {"queueId": str(queue_id), "MSG_REGION": region, "TRACE_ON": trace, "msgId": result.msg_id,
+                   "queueOffset": str(result.logics_offset)}  # fmt: skip
             # Numbers, hex ids and true/false: plain JSON text, but for the region (a setting, checked once per
             # value) and the transaction id: the message's UNIQ_KEY, which every send carries. Clients write it
             # in hex, yet it is the producer's text, so it is checked.

@@ -665,10 +665,9 @@ def _plain_json_header(code: int, ext: dict[str, str] | None, flag: int, languag
     """The JSON header text of fields with nothing to escape (:func:`_plain_template` of their layout, filled)."""
     layout = (None if ext is None else tuple(ext), remark is None, language)
     template = _plain_templates.get(layout) or _plain_template(*layout)
-    values = tuple(ext.values()) if ext else ()
     if remark is None:
-        return template % (code, *values, flag, opaque, version)
-    return template % (code, *values, flag, opaque, remark, version)
+        return template % (code, *(ext.values() if ext else ()), flag, opaque, version)
+    return template % (code, *(ext.values() if ext else ()), flag, opaque, remark, version)
 
 
 def plain_json_text(text: str) -> bool:

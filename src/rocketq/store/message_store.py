@@ -953,7 +953,7 @@ class MessageStore:
             if m.sys_flag & TRANSACTION_MASK:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                         error="batch messages cannot be transactional")  # fmt: skip
-            if m.properties.get(PROPERTY_DELAY_TIME_LEVEL, "0") not in ("", "0"):
+            if _GET_DELAY(m.properties) not in _NO_DELAY:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be delayed")
         bad = self._validate(topic, qid, [m.body for m in exts])
         if bad is not None:
