@@ -247,7 +247,7 @@ def test_arrivals_of_one_dispatch_batch_wake_the_loop_once() -> None:
                 for i in range(64):
                     q = i % 2
                     max_offsets[("T", q)] = i // 2 + 1
-                    service.notify_message_arriving_threadsafe("T", q, i // 2 + 1, 0, 0, None)
+                    service.notify_messages_arriving_threadsafe("T", q, (i // 2 + 1,), (0,), None)
 
             await asyncio.to_thread(dispatch)
             assert await asyncio.wait_for(asyncio.gather(*held), 5) == [WakeReason.ARRIVED, WakeReason.ARRIVED]

@@ -18,6 +18,7 @@ from rocketq.broker.loop_dispatch import LOCK_WAIT_S, RECORDS_PER_TURN, LoopDisp
 from rocketq.broker.pull_request_hold_service import PullRequestHoldService, WakeReason
 from rocketq.common.codec import encode_batch_body
 from rocketq.common.heartbeat import SubscriptionData
+from rocketq.common.javacompat import java_string_hash
 from rocketq.common.message import Message
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand
@@ -316,7 +317,7 @@ def test_an_arrival_reported_on_the_loop_wakes_the_pull_at_once() -> None:
             while hold.held_count < 2:
                 await asyncio.sleep(0)
             max_offset[0] = 1
-            hold.notify_message_arriving_threadsafe("T", 0, 1, 0, 0, None)
+            hold.notify_messages_arriving_threadsafe("T", 0, (1,), (0,), None)
             assert hops == []  # no hop through the loop's self-pipe
             hold.drain_arrivals()  # what the loop dispatcher does after its batch
             assert answered == [WakeReason.ARRIVED]  # answered in the waking callback
@@ -328,10 +329,57 @@ def test_an_arrival_reported_on_the_loop_wakes_the_pull_at_once() -> None:
             while not hold.held_count:
                 await asyncio.sleep(0)
             max_offset[0] = 2
-            hold.notify_message_arriving_threadsafe("T", 0, 2, 0, 0, None)
+            hold.notify_messages_arriving_threadsafe("T", 0, (2,), (0,), None)
             assert await asyncio.wait_for(late, 5) == WakeReason.ARRIVED
         finally:
             loop.call_soon_threadsafe = real  # type: ignore[method-assign]
+            await hold.shutdown()
+
+    run(scenario())
+
+
+def test_the_records_of_one_queue_wake_each_pull_they_satisfy_once() -> None:
+    """The arrivals of one queue and dispatch batch, told together: a pull is woken when any record passes its
+    filter (tag code, then the TAGS property where the map was read) and the queue grew past its offset (the
+    batch's last offset, or the queue's max offset when that is not past the pull's: Java's rule record by
+    record, which holds for all of a batch's records or for none)."""
+
+    async def scenario() -> None:
+        max_offset = [0]
+        hold = PullRequestHoldService(lambda _topic, _queue: max_offset[0])
+        hold.start()
+        woken: dict[str, list[str]] = {}
+        tasks: list[asyncio.Future[str]] = []
+
+        async def held(name: str, expression: str, offset: int) -> None:
+            flt = ExpressionMessageFilter(SubscriptionData(topic="T", sub_string=expression))
+            woken[name] = []
+            tasks.append(asyncio.ensure_future(hold.suspend(_Conn(), "T", 0, offset, flt, 30.0,  # type: ignore[arg-type]
+                                                            woken[name].append)))  # fmt: skip
+            count = hold.held_count
+            while hold.held_count == count:
+                await asyncio.sleep(0)
+
+        try:
+            await held("b", "TagB", 0)
+            await held("c", "TagC", 0)
+            await held("all", "*", 0)
+            await held("ahead", "*", 5)  # beyond the batch and the queue
+            await held("by-max", "*", 3)  # beyond the batch, not the queue
+            await held("d", "TagD", 0)
+            a, b, c, d = (java_string_hash(t) for t in ("TagA", "TagB", "TagC", "TagD"))
+            max_offset[0] = 4  # the queue: the batch, and one record since
+            maps = ({"TAGS": "TagA"}, {"TAGS": "TagB"}, {"TAGS": "TagE"})
+            hold.notify_messages_arriving("T", 0, (1, 2, 3), (a, b, d), maps)
+            assert {name: len(v) for name, v in woken.items()} == {
+                "b": 1,  # by the record before the last
+                "c": 0, "all": 1, "ahead": 0, "by-max": 1,
+                "d": 0,  # TagD's code, but its map says TagE
+            }  # fmt: skip
+            hold.notify_messages_arriving("T", 0, (4,), (c,), None)  # no map read: the tag code alone
+            assert {name: len(v) for name, v in woken.items()} == {"b": 1, "c": 1, "all": 1, "ahead": 0, "by-max": 1,
+                                                                   "d": 0}  # fmt: skip
+        finally:
             await hold.shutdown()
 
     run(scenario())

@@ -491,7 +491,7 @@ def test_handoff_dispatch_builds_what_parsing_builds(tmp_path: Path) -> None:
 def test_arrival_listener_and_wait(tmp_path: Path) -> None:
     seen: list[tuple[str, int, int]] = []
     with MessageStore(small_config(tmp_path / "s")) as store:
-        store.message_arriving_listener = lambda topic, qid, max_offset, *_: seen.append((topic, qid, max_offset))
+        store.message_arriving_listener = lambda topic, qid, offsets, *_: seen.extend((topic, qid, o) for o in offsets)
         for _ in range(5):
             store.put_message(Message("Arrive", b"x", 0, {}), 1)
         assert store.wait_dispatched()

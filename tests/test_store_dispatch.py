@@ -41,7 +41,7 @@ from rocketq.common.message import (
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 from rocketq.store.consume_queue import CQ_DTYPE, SMALL_RUN, ConsumeQueue
 from rocketq.store.dispatch import DispatchBatch
-from rocketq.store.message_store import MessageStore
+from rocketq.store.message_store import SCALAR_DISPATCH, MessageStore
 from rocketq.store.record_scan import pick_dispatch_properties_of, walk_records
 from rocketq.store.store_config import MessageStoreConfig, load_broker_conf
 
@@ -194,8 +194,43 @@ def _listen(store: MessageStore) -> tuple[list[tuple[Any, ...]], set[tuple[str, 
 
     store.message_arriving_wanted = wanted
     store.message_arriving_property_topics = frozenset({"Maps"})
-    store.message_arriving_listener = lambda t, q, o, tags, _ts, props: heard.append((t, q, o, tags, props))
+
+    def listener(t: str, q: int, offsets: Any, tags: Any, _ts: Any, props: Any) -> None:
+        heard.extend((t, q, o, tags[i], props[i] if props is not None else None) for i, o in enumerate(offsets))
+
+    store.message_arriving_listener = listener
     return heard, asked
+
+
+def test_the_arrival_listener_hears_a_dispatch_batch_once_a_queue(tmp_path: Path) -> None:
+    """A dispatch batch is told once a queue (a held pull is woken once, not once a record), with that queue's
+    records in queue order: offsets + 1, tag codes, store times; a record with no unit (a PREPARED half) is left
+    out, and a batch of one queue is told whole."""
+    calls: list[tuple[Any, ...]] = []
+    store = MessageStore(small_config(tmp_path / "s"))
+    store.message_arriving_listener = lambda t, q, offsets, tags, stamps, props: calls.append(
+        (t, q, list(offsets), list(tags), list(stamps), props))
+    n = 2 * SCALAR_DISPATCH + 2
+    with store:
+        rows: list[tuple[Any, ...]] = []
+        next_offset = [0, 0]
+        for i in range(n):
+            q, prepared = i % 2, i == 5  # a PREPARED half takes no queue offset
+            rows.append(("Told", q, 4096 + 64 * i, 64, 100 + i, 5000 + i, 0 if prepared else next_offset[q], None,
+                         None, TRANSACTION_PREPARED_TYPE if prepared else 0, 0, {}))  # fmt: skip
+            next_offset[q] += not prepared
+        store.do_dispatch_batch(DispatchBatch.from_rows(rows))
+        even, odd = list(range(0, n, 2)), [i for i in range(1, n, 2) if i != 5]
+        assert calls == [
+            ("Told", 0, list(range(1, len(even) + 1)), [100 + i for i in even], [5000 + i for i in even],
+             [{}] * len(even)),
+            ("Told", 1, list(range(1, len(odd) + 1)), [100 + i for i in odd], [5000 + i for i in odd],
+             [{}] * len(odd)),
+        ]  # fmt: skip
+        calls.clear()
+        one = [("One", 3, (1 << 20) + 64 * i, 64, 7, 9000 + i, i, None, None, 0, 0, {}) for i in range(n)]
+        store.do_dispatch_batch(DispatchBatch.from_rows(one))
+        assert [(c[0], c[1], c[2]) for c in calls] == [("One", 3, list(range(1, n + 1)))]
 
 
 def test_arrival_listener_hears_wanted_queues_with_property_maps_only_for_its_topics(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from rocketq.broker.admin_broker_processor import AdminBrokerProcessor
@@ -362,16 +362,19 @@ class BrokerController:
             return True
         return self.pull_request_hold_service.is_held_on(topic, queue_id)
 
-    def _on_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
-                             store_timestamp: int, properties: dict[str, str] | None) -> None:  # fmt: skip
-        """The store's arrival listener (dispatch thread): wake held pulls, and the delivery thread of a parked
-        message when it is due before the time that thread sleeps until."""
+    def _on_message_arriving(self, topic: str, queue_id: int, max_offsets: Sequence[int], tags_codes: Sequence[int],
+                             store_timestamps: Sequence[int],
+                             properties: Sequence[dict[str, str] | None] | None) -> None:  # fmt: skip
+        """The store's arrival listener (the dispatching thread), once a queue and dispatch batch: wake held pulls,
+        and the delivery thread of a parked message when it is due before the time that thread sleeps until."""
         if topic == RMQ_SYS_SCHEDULE_TOPIC:
-            self.schedule_message_service.notify_parked(queue_id, tags_code)  # a parked unit's tag code: its due time
+            for code in tags_codes:  # a parked unit's tag code: its due time
+                self.schedule_message_service.notify_parked(queue_id, code)
         elif topic == TIMER_TOPIC:
-            self.timer_message_service.notify_parked(max_offset - 1, properties)
-        self.pull_request_hold_service.notify_message_arriving_threadsafe(topic, queue_id, max_offset, tags_code,
-                                                                          store_timestamp, properties)  # fmt: skip
+            for i, offset in enumerate(max_offsets):
+                self.timer_message_service.notify_parked(offset - 1, properties[i] if properties is not None else None)
+        self.pull_request_hold_service.notify_messages_arriving_threadsafe(topic, queue_id, max_offsets, tags_codes,
+                                                                           properties)  # fmt: skip
 
     # --- clients --------------------------------------------------------------------------------------
     def _on_connection_closed(self, conn: RemotingConnection) -> None:

@@ -5,10 +5,10 @@ A pull that finds nothing (PULL_NOT_FOUND) with the SUSPEND flag is held here in
 woken, and the pull runs once more without the right to be held again, when:
 
 - a message that passes its filter lands in its queue (the store's dispatcher calls
-  :meth:`PullRequestHoldService.notify_message_arriving_threadsafe`: on the event loop, where the broker
-  dispatches what is appended (:mod:`rocketq.broker.loop_dispatch`), the pulls are woken right after the
-  dispatch batch; from another thread the arrivals of one dispatch batch hop to the loop together, with one
-  wake-up of it);
+  :meth:`PullRequestHoldService.notify_messages_arriving_threadsafe`, once a queue and dispatch batch: on the
+  event loop, where the broker dispatches what is appended (:mod:`rocketq.broker.loop_dispatch`), the pulls
+  are woken right after the dispatch batch; from another thread the arrivals of one dispatch batch hop to the
+  loop together, with one wake-up of it);
 - the queue already grew when the pull is registered (a message dispatched between the pull's read and
   its registration would otherwise wait for the next one, or for the periodic check);
 - its suspend time is up (``suspendTimeoutMillis``; 1 s, ``shortPollingTimeMills``, when long polling is
@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rocketq.broker.expression_message_filter import ExpressionMessageFilter
@@ -37,6 +37,9 @@ from rocketq.remoting.transport import RemotingConnection
 log = logging.getLogger(__name__)
 
 CHECK_INTERVAL_S = 5.0
+
+#: The property maps of arriving records, one a record (None where not read), or None for none read.
+_MapsOrNone = Sequence[Mapping[str, str] | None] | None
 
 
 class WakeReason:
@@ -82,7 +85,7 @@ class PullRequestHoldService:
         self._loop_thread: int | None = None
         self._task: asyncio.Task[None] | None = None
         # Arrivals reported by the dispatch thread, not yet seen by the loop (guarded by _arrivals_lock).
-        self._arrivals: list[tuple[str, int, int, int, Mapping[str, str] | None]] = []
+        self._arrivals: list[tuple[str, int, Sequence[int], Sequence[int | None], _MapsOrNone]] = []
         self._arrivals_lock = threading.Lock()
 
     @staticmethod
@@ -173,10 +176,11 @@ class PullRequestHoldService:
             request.wake(WakeReason.CLOSED)
 
     # --- waking -------------------------------------------------------------------------------------
-    def notify_message_arriving_threadsafe(self, topic: str, queue_id: int, max_offset: int, tags_code: int,
-                                           store_timestamp: int,
-                                           properties: Mapping[str, str] | None) -> None:  # fmt: skip
-        """The store's ``message_arriving_listener``: called by the dispatcher for each new message.
+    def notify_messages_arriving_threadsafe(self, topic: str, queue_id: int, max_offsets: Sequence[int],
+                                            tags_codes: Sequence[int | None],
+                                            properties: _MapsOrNone) -> None:  # fmt: skip
+        """What the store's ``message_arriving_listener`` hears, less the store times: called by the dispatcher once
+        a queue and dispatch batch, with that queue's new records in queue order.
 
         The arrivals are queued, so that a pull is woken once its queue has the whole dispatch batch. On the
         loop's thread the dispatcher calls :meth:`drain_arrivals` right after its batch (and, should it not, the
@@ -187,7 +191,7 @@ class PullRequestHoldService:
             return  # nobody waits on this queue (a dict lookup is safe from another thread)
         with self._arrivals_lock:
             first = not self._arrivals
-            self._arrivals.append((topic, queue_id, max_offset, tags_code, properties))
+            self._arrivals.append((topic, queue_id, max_offsets, tags_codes, properties))
         if first:
             with contextlib.suppress(RuntimeError):  # the loop is closing
                 if threading.get_ident() == self._loop_thread:
@@ -199,26 +203,42 @@ class PullRequestHoldService:
         """On the loop: wake the held pulls that the arrivals queued so far satisfy."""
         with self._arrivals_lock:
             arrivals, self._arrivals = self._arrivals, []
-        for topic, queue_id, max_offset, tags_code, properties in arrivals:
-            self.notify_message_arriving(topic, queue_id, max_offset, tags_code, properties)
+        for topic, queue_id, max_offsets, tags_codes, properties in arrivals:
+            self.notify_messages_arriving(topic, queue_id, max_offsets, tags_codes, properties)
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None,
                                 properties: Mapping[str, str] | None = None) -> None:  # fmt: skip
-        """``notifyMessageArriving``: wake the pulls of this queue that the new message(s) satisfy."""
+        """``notifyMessageArriving``: wake the pulls of this queue that the new message satisfies."""
+        self.notify_messages_arriving(topic, queue_id, (max_offset,), (tags_code,), (properties,))
+
+    def notify_messages_arriving(self, topic: str, queue_id: int, max_offsets: Sequence[int],
+                                 tags_codes: Sequence[int | None],
+                                 properties: _MapsOrNone = None) -> None:  # fmt: skip
+        """``notifyMessageArriving`` for new records of one queue, in queue order, at once: a pull is woken if
+        one of them passes its filter, and the queue has grown past the pull's offset.
+
+        Java asks that record by record: a record's offset, or the queue's max offset when that is not past the
+        pull's, must be past the pull's. The records arrive in queue order and the queue holds them all, so that
+        holds for every record of the batch or for none; which leaves the filter to ask record by record."""
         requests = self.pull_request_table.get(self.build_key(topic, queue_id))
         if not requests:
             return
+        last = max_offsets[-1]
         newest: int | None = None
         for request in list(requests):
-            offset = max_offset
-            if offset <= request.pull_from_this_offset:
+            if request.future.done():
+                continue  # woken already; its task has not forgotten it yet
+            if last <= request.pull_from_this_offset:
                 if newest is None:
                     newest = self._max_offset(topic, queue_id)
-                offset = newest
-            if offset <= request.pull_from_this_offset:
-                continue
+                if newest <= request.pull_from_this_offset:
+                    continue
             flt = request.message_filter
-            if flt.is_matched_by_consume_queue(tags_code) and flt.is_matched_by_properties(properties):
+            if flt.matches_all or any(
+                flt.is_matched_by_consume_queue(code)
+                and flt.is_matched_by_properties(properties[i] if properties is not None else None)
+                for i, code in enumerate(tags_codes)
+            ):
                 request.wake(WakeReason.ARRIVED)
 
     def check_hold_request(self) -> None:

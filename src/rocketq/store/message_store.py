@@ -36,7 +36,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
@@ -90,6 +90,15 @@ from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
 from rocketq.store.store_lock import StoreLock
 
 _log = logging.getLogger(__name__)
+
+#: ``listener(topic, queue_id, max_offsets, tags_codes, store_timestamps, properties)``: Java's
+#: ``MessageArrivingListener.arriving`` for the records of one queue that one dispatch made consumable, in queue
+#: order: each record's queue offset + 1, tag code and store time, and its property map (``properties`` None, or
+#: an entry None, where the map was not read). One call a queue and dispatch batch, not one a record: a pull held
+#: on the queue is woken once.
+ArrivalListener = Callable[
+    [str, int, Sequence[int], Sequence[int], Sequence[int], Sequence[dict[str, str] | None] | None], None
+]
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 # Topics the store writes for itself; the broker keeps no write-queue limit for them here.
@@ -370,12 +379,13 @@ class MessageStore:
         self._uniq = UniqueIdGenerator(self.config.broker_ip1)
         self._good_topics: set[str] = set()
         self._checked_queues: dict[tuple[str, int], object] = {}
-        # Called after a record reaches its consume queue (long polling wake-up), with the record's property
-        # map, or None where it was not read: records read back from the commit log come with their maps only
-        # for the topics of ``message_arriving_property_topics`` (parsing every record's properties was most of
-        # a broker's dispatch time). ``message_arriving_wanted(topic, queue_id)``, if set, says whether the
-        # listener wants to hear of a queue's records at all (asked once per queue and dispatch batch).
-        self.message_arriving_listener: Callable[[str, int, int, int, int, dict[str, str] | None], None] | None = None
+        # Called once the records of a dispatch batch reach their consume queue (long polling wake-up): once a
+        # queue, with that queue's records in queue order (see ArrivalListener), and their property maps where
+        # they were read: records read back from the commit log come with their maps only for the topics of
+        # ``message_arriving_property_topics`` (parsing every record's properties was most of a broker's
+        # dispatch time). ``message_arriving_wanted(topic, queue_id)``, if set, says whether the listener wants
+        # to hear of a queue's records at all (asked once per queue and dispatch batch).
+        self.message_arriving_listener: ArrivalListener | None = None
         #: Called in the dispatching thread once a batch's consume-queue units are built and its arrivals told,
         #: before its index is built: the broker answers the pulls they wake there (a woken pull reads the
         #: consume queue only), so that the index's share of the batch is not in their latency.
@@ -720,7 +730,7 @@ class MessageStore:
         if listener is not None and unit:
             wanted = self.message_arriving_wanted
             if wanted is None or wanted(topic, queue_id):
-                listener(topic, queue_id, queue_offset + 1, tags_code, store_ts, properties)
+                listener(topic, queue_id, (queue_offset + 1,), (tags_code,), (store_ts,), (properties,))
 
     def do_dispatch_rows(self, rows: list[tuple[object, ...]]) -> None:
         """:meth:`do_dispatch_batch` for rows (tuples in :class:`DispatchRequest` order)."""
@@ -796,12 +806,13 @@ class MessageStore:
             return False
         return self.message_arriving_property_topics
 
-    def _tell_arrivals(self, listener: Callable[[str, int, int, int, int, dict[str, str] | None], None],
-                       batch: DispatchBatch, groups: list[tuple[str, int, np.ndarray]]) -> None:  # fmt: skip
-        """Tell the arrival listener of each unit of *batch*, queue by queue (commit-log order within a queue),
+    def _tell_arrivals(self, listener: ArrivalListener, batch: DispatchBatch,
+                       groups: list[tuple[str, int, np.ndarray]]) -> None:  # fmt: skip
+        """Tell the arrival listener of the units of *batch*, once a queue (commit-log order within a queue),
         skipping whole the queues it does not want."""
         wanted = self.message_arriving_wanted
         columns: tuple[list[Any], ...] | None = None
+        whole = len(batch)
         for topic, queue_id, index in groups:
             if wanted is not None and not wanted(topic, queue_id):
                 continue
@@ -809,9 +820,13 @@ class MessageStore:
                 columns = tuple(c.tolist() if isinstance(c, np.ndarray) else list(c) for c in
                                 (batch.consume_queue_offset, batch.tags_code, batch.store_timestamp))  # fmt: skip
             offsets, tags, stamps = columns
-            props = batch.properties if batch.has_properties else None
-            for i in index.tolist():
-                listener(topic, queue_id, offsets[i] + 1, tags[i], stamps[i], props[i] if props is not None else None)
+            props: Sequence[dict[str, str] | None] | None = batch.properties if batch.has_properties else None
+            if len(index) == whole:  # one queue's batch: the columns as they are
+                listener(topic, queue_id, [o + 1 for o in offsets], tags, stamps, props)
+                continue
+            rows = index.tolist()
+            listener(topic, queue_id, [offsets[i] + 1 for i in rows], [tags[i] for i in rows],
+                     [stamps[i] for i in rows], [props[i] for i in rows] if props is not None else None)  # fmt: skip
 
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Block until every appended record is in its consume queue and the index."""
