@@ -412,6 +412,19 @@ def test_unit_blocks_equal_units_one_by_one_across_files_and_gaps(tmp_path: Path
     assert tree_bytes(tmp_path, "one") == tree_bytes(tmp_path, "few")
     assert few.max_physic_offset == one.max_physic_offset
     few.close()
+    # put_few_units with the tuples of a live dispatch batch, in blocks of up to 128 units (what a broker's
+    # dispatch of one queue's batch hands it), overlapping.
+    plain = ConsumeQueue("T", 0, tmp_path / "tuples", 600)
+    columns = [tuple(c.tolist()) for c in (phys, sizes, tags, qo)]
+    a = 0
+    while a < len(offsets):
+        b = min(len(offsets), a + rng.randrange(1, 129))
+        lo = max(0, a - rng.randrange(0, 3))
+        plain.put_few_units(*(c[lo:b] for c in columns))
+        a = b
+    assert tree_bytes(tmp_path, "one") == tree_bytes(tmp_path, "tuples")
+    assert plain.max_physic_offset == one.max_physic_offset
+    plain.close()
     assert blocks.min_logic_offset == one.min_logic_offset == 7 * 20
     units = np.frombuffer(blocks.queue.files[0].mm[:140], dtype=CQ_DTYPE)
     assert int(units["size"][0]) == 0x7FFFFFFF  # fillers before the first real unit
@@ -540,3 +553,63 @@ def test_a_crash_with_index_keys_waiting_loses_none(tmp_path: Path, monkeypatch:
         assert _index_entries(crashed) == 30
         for i in range(30):
             assert [m.body for m in crashed.query_message("Deferred", f"k{i}", 4).messages] == [b"d%d" % i]
+
+
+@pytest.mark.parametrize("shape", ["one queue", "one queue, numpy columns", "two queues", "two topics",
+                                   "a PREPARED half", "a ROLLBACK", "long"])  # fmt: skip
+def test_consume_queue_groups_are_the_queues_that_get_units_with_their_records_in_order(shape: str) -> None:
+    """Every queue that gets units, with its records' numbers in commit-log order; PREPARED and ROLLBACK records
+    (the 0x4 bit) get none. A batch of one queue (what a live send makes) is found without numpy's steps; the
+    answer must be the same as for any other batch."""
+    rng = random.Random(shape)
+    n = 1500 if shape == "long" else 32
+    topics = ["A"] * n
+    queues = [3] * n
+    flags = [rng.choice((0, 0x1, 0x2, 0x8)) for _ in range(n)]  # compressed, multi tags, commit: units
+    if shape == "two queues" or shape == "long":
+        queues = [rng.choice((3, 1)) for _ in range(n)]
+    if shape == "two topics":
+        topics = [rng.choice(("A", "B")) for _ in range(n)]
+    if shape == "a PREPARED half":
+        flags[7] |= TRANSACTION_PREPARED_TYPE
+    if shape == "a ROLLBACK":
+        flags[0] |= 0xC
+    columns: list[Any] = [topics, queues, list(range(n)), [1] * n, [0] * n, [0] * n, list(range(n)), [None] * n,
+                          [None] * n, flags, [0] * n, [{}] * n]  # fmt: skip
+    if shape == "one queue, numpy columns":
+        columns[1], columns[9] = np.asarray(queues, dtype=np.int64), np.asarray(flags, dtype=np.int64)
+    batch = DispatchBatch(*columns)
+    expected: dict[tuple[str, int], list[int]] = {}
+    for i in range(n):
+        if not flags[i] & TRANSACTION_PREPARED_TYPE:
+            expected.setdefault((topics[i], queues[i]), []).append(i)
+    got = batch.consume_queue_groups()
+    assert sorted((t, q, idx.tolist()) for t, q, idx in got) == sorted((t, q, v) for (t, q), v in expected.items())
+    for topic, queue_id, index in got:
+        assert type(topic) is str and type(queue_id) is int and index.dtype == np.int64
+
+
+@pytest.mark.parametrize("size", [1, 40, 700])
+def test_the_handed_over_rows_used_are_those_that_follow_each_other_within_the_readable_end(size: int) -> None:
+    """The reput service uses handed-over rows from the offset it reached while each row starts where the last
+    ended and ends within the readable data; the first that does not stops it (a few rows in a loop, many in
+    numpy: the same answer)."""
+    from rocketq.store.message_store import _rows_in_order
+
+    rng = random.Random(size)
+    for _ in range(60):
+        start = rng.randrange(0, 1 << 20)
+        rows, at = [], start
+        for _ in range(size):
+            length = rng.randrange(60, 2000)
+            gap = 8 if rng.random() < 1.5 / size else 0  # now and then a row that does not follow
+            rows.append(("T", 0, at + gap, length))
+            at += gap + length
+        end = rng.choice((at, at - 1, start + rng.randrange(0, at - start + 1)))
+        count, reached = 0, start
+        for row in rows:  # the rule, row by row
+            if row[2] != reached or reached + row[3] > end:
+                break
+            reached += row[3]
+            count += 1
+        assert _rows_in_order(rows, start, end) == (count, reached)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ dispatcher, not a SIGBUS on a sparse page of the mapping.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,7 +190,7 @@ class ConsumeQueue:
         """
         n = len(phys)
         if n <= SMALL_RUN:  # numpy's fixed costs outweigh its speed
-            self._put_few_units(phys.tolist(), sizes.tolist(), tags.tolist(), cq_offsets.tolist())
+            self.put_few_units(phys.tolist(), sizes.tolist(), tags.tolist(), cq_offsets.tolist())
             return
         ends = phys + sizes
         i = int(np.searchsorted(ends, self.max_physic_offset, side="right"))
@@ -213,10 +213,11 @@ class ConsumeQueue:
             self.put_message_position_info(int(phys[i]), int(sizes[i]), int(tags[i]), int(cq_offsets[i]))
             i += 1
 
-    def _put_few_units(self, phys: list[int], sizes: list[int], tags: list[int], cq_offsets: list[int]) -> None:
-        """:meth:`put_units` of a few units, in plain Python: the same steps, and a run that continues the last
-        file exactly still goes in with one write (a write is a system call: one a unit cost more than the
-        units themselves)."""
+    def put_few_units(self, phys: Sequence[int], sizes: Sequence[int], tags: Sequence[int],
+                      cq_offsets: Sequence[int]) -> None:  # fmt: skip
+        """:meth:`put_units` of a few units (lists or tuples of ints), in plain Python: the same steps, and a run
+        that continues the last file exactly still goes in with one write (a write is a system call: one a unit
+        cost more than the units themselves)."""
         n = len(phys)
         i = 0
         while i < n and phys[i] + sizes[i] <= self.max_physic_offset:

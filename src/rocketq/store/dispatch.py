@@ -48,6 +48,12 @@ class DispatchRequest(NamedTuple):
 ROW_OFFSET = 2
 ROW_SIZE = 3
 
+# consume_queue_groups: up to this many records, a batch of one queue is found without numpy, its record
+# numbers a view of _ALL (read-only, as every group's index is to its users).
+_ONE_QUEUE_CHECK = 1024
+_ALL = np.arange(_ONE_QUEUE_CHECK, dtype=np.int64)
+_ALL.flags.writeable = False
+
 _EMPTY_PROPS: dict[str, str] = {}
 
 
@@ -113,7 +119,15 @@ class DispatchBatch:
         PREPARED and ROLLBACK records (both have the 0x4 bit) get no unit.
         """
         n = len(self)
-        flags = np.asarray(self.sys_flag, dtype=np.int64)
+        topics, queue_ids, sys_flags = self.topic, self.queue_id, self.sys_flag
+        if 0 < n <= _ONE_QUEUE_CHECK and type(queue_ids) in (tuple, list):
+            # The usual live batch (a producer's batch, or one send): one queue, no PREPARED half. Told apart with
+            # a few passes in C over the columns; numpy's steps below cost some 70 us for 32 records in a broker.
+            first = queue_ids[0]
+            if queue_ids.count(first) == n and topics.count(topics[0]) == n and \
+                    not any(f & TRANSACTION_PREPARED_TYPE for f in set(sys_flags)):  # fmt: skip
+                return [(topics[0], first, _ALL[:n])]
+        flags = np.asarray(sys_flags, dtype=np.int64)
         wanted = np.flatnonzero((flags & TRANSACTION_PREPARED_TYPE) == 0)
         if len(wanted) == 0:
             return []
