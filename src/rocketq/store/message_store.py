@@ -114,6 +114,8 @@ _NO_DELAY = frozenset(("", "0"))  # DELAY values of a message that is not delaye
 
 _row_offset = operator.itemgetter(ROW_OFFSET)
 _row_size = operator.itemgetter(ROW_SIZE)
+_ROWS_IN_A_LOOP = 256  # _rows_in_order: up to this many rows in a plain loop
+_UNITS_IN_A_LOOP = 128  # do_dispatch_batch: a batch of one queue and at most this many records skips numpy
 
 
 def _rows_in_order(chunk: list[tuple[object, ...]], offset: int, end: int) -> tuple[int, int]:
@@ -141,8 +143,6 @@ def _rows_in_order(chunk: list[tuple[object, ...]], offset: int, end: int) -> tu
     return count, int(ends[count - 1]) if count else offset
 
 
-_ROWS_IN_A_LOOP = 256
-_UNITS_IN_A_LOOP = 128  # do_dispatch_batch: a batch of one queue and at most this many records skips numpy
 _PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
