@@ -1046,3 +1046,28 @@ def test_a_real_small_filesystem_fills_up(tmp_path: Path) -> None:
             store.close()
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True, timeout=30)
+
+
+def test_the_checkpoint_and_index_files_are_synced_by_fdatasync_on_their_own_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Their flushes reach the disk with fdatasync of their own descriptors, as the commit log's do, not with
+    ``mmap.flush``: CPython runs that msync holding the GIL, so every thread of a broker, its event loop among
+    them, would stand still while the disk works (a checkpoint every minute, a whole index file when it fills)."""
+    from rocketq.store.index_file import IndexFile
+
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    checkpoint = StoreCheckpoint(tmp_path / "checkpoint")
+    index = IndexFile.create(tmp_path / "20261126000000000", 100, 400)
+    try:
+        checkpoint.physic_msg_timestamp = 1_795_000_000_000
+        checkpoint.flush()
+        assert synced == [checkpoint._fd]
+        index.put_key("T#k", 4096, 1_795_000_000_000)
+        index.flush()
+        assert synced == [checkpoint._fd, index._mapped._fd]
+    finally:
+        checkpoint.close()
+        index.close()
+    assert StoreCheckpoint(tmp_path / "checkpoint", read_only=True).physic_msg_timestamp == 1_795_000_000_000

@@ -82,7 +82,7 @@ class StoreCheckpoint:
             return
         _FIELDS.pack_into(self._mm, 0, self.physic_msg_timestamp, self.flushed_logics_msg_timestamp,
                           self.index_msg_timestamp, self.master_flushed_offset, self.confirm_phy_offset)  # fmt: skip
-        self._mm.flush()
+        os.fdatasync(self._fd)  # not mmap.flush: that msync holds the GIL (see MappedFile.sync)
         notify_synced(self.path, self._mm, 0, CHECKPOINT_SIZE)
 
     def close(self) -> None:

@@ -376,7 +376,7 @@ class IndexFile:
             return
         _HEADER.pack_into(self._mm, 0, self._begin_timestamp, self._end_timestamp, self._begin_phy_offset,
                           self._end_phy_offset, self._hash_slot_count, self._index_count)  # fmt: skip
-        self._mm.flush()
+        self._mapped.sync()  # not mmap.flush: that msync holds the GIL (MappedFile.sync)
         notify_synced(self.path, self._mm, 0, len(self._mm))  # test hook (fault tests)
 
     def close(self) -> None:

@@ -299,13 +299,18 @@ class MappedFile:
                 return flushed
             mm = self.mm
             if not self.read_only and mm is not None:
-                # fdatasync covers pages dirtied through a shared mapping and,
-                # unlike mmap.flush (msync), releases the GIL while it waits.
-                os.fdatasync(self._fd)
+                self.sync()
                 if sync_listener is not None:
                     notify_synced(self.path, mm, flushed, target)
             self.flushed_position = target
             return target
+
+    def sync(self) -> None:
+        """fdatasync the whole file. It covers the pages dirtied through the shared mapping and, unlike
+        ``mmap.flush`` (an msync that CPython makes holding the GIL, which stops every thread of the process,
+        the broker's event loop among them, for as long as the disk takes), releases the GIL while it waits."""
+        if not self.read_only and self.mm is not None:
+            os.fdatasync(self._fd)
 
     def is_able_to_flush(self, least_pages: int) -> bool:
         target = self.committed_position
