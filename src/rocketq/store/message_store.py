@@ -115,7 +115,17 @@ _NO_DELAY = frozenset(("", "0"))  # DELAY values of a message that is not delaye
 _row_offset = operator.itemgetter(ROW_OFFSET)
 _row_size = operator.itemgetter(ROW_SIZE)
 _ROWS_IN_A_LOOP = 256  # _rows_in_order: up to this many rows in a plain loop
-_UNITS_IN_A_LOOP = 128  # do_dispatch_batch: a batch of one queue and at most this many records skips numpy
+_UNITS_IN_A_LOOP = 128  # do_dispatch_batch: the units of a batch of at most this many records skip numpy
+
+
+def _listed(column: Sequence[Any]) -> Sequence[Any]:
+    """A dispatch batch's column as plain Python values: a numpy column as a list, a list or tuple as it is."""
+    return column.tolist() if isinstance(column, np.ndarray) else column
+
+
+def _rows_of(columns: Sequence[Sequence[Any]], rows: list[int]) -> list[list[Any]]:
+    """The values of *rows* (record numbers) in each of *columns*."""
+    return [[column[i] for i in rows] for column in columns]
 
 
 def _rows_in_order(chunk: list[tuple[object, ...]], offset: int, end: int) -> tuple[int, int]:
@@ -767,8 +777,9 @@ class MessageStore:
     def do_dispatch_batch(self, batch: DispatchBatch) -> None:
         """Build the consume-queue units and index keys of records in commit-log order (§4.4, §4.5, §5.5).
 
-        Units go per queue as numpy blocks, then the arrival listener (if any) hears of each
-        record (and ``after_units`` runs), then the index takes all keys at once; a batch of fewer than
+        Units go per queue, in numpy blocks or, for a batch of at most ``_UNITS_IN_A_LOOP`` records, from plain
+        lists; then the arrival listener (if any) hears of each queue's records (and ``after_units`` runs),
+        then the index takes all keys at once; a batch of fewer than
         ``SCALAR_DISPATCH`` records (whose keys are strings) goes a record at a time,
         which costs less than numpy's calls. A read-only store builds nothing: its
         queues and index stay as found.
@@ -780,29 +791,23 @@ class MessageStore:
                 MessageStore.do_dispatch(self, req)
             return
         groups = batch.consume_queue_groups()
-        whole = len(batch)
-        if len(groups) == 1 and whole <= _UNITS_IN_A_LOOP and len(groups[0][2]) == whole:
-            # A few records of one queue (a live send): its units from the columns as they are, in a plain loop
-            # (numpy's conversions cost more than the units: 17 against 35 us for 32).
-            cq = self.find_consume_queue(groups[0][0], groups[0][1])
-            assert cq is not None
-            cq.put_few_units(*(c.tolist() if isinstance(c, np.ndarray) else c for c in (
-                batch.commit_log_offset, batch.msg_size, batch.tags_code, batch.consume_queue_offset)))  # fmt: skip
-            if self.checkpoint is not None:
-                self._note_logics_timestamp(int(batch.store_timestamp[-1]))
-        elif groups:
-            phys = np.asarray(batch.commit_log_offset, dtype=np.int64)
-            sizes = np.asarray(batch.msg_size, dtype=np.int64)
-            tags = np.asarray(batch.tags_code, dtype=np.int64)
-            queue_offsets = np.asarray(batch.consume_queue_offset, dtype=np.int64)
+        if groups:
+            whole = len(batch)
+            few = whole <= _UNITS_IN_A_LOOP
+            if few:  # a live send: plain lists in a loop (numpy's conversions cost more than the units)
+                lists = [_listed(c) for c in (batch.commit_log_offset, batch.msg_size, batch.tags_code,
+                                              batch.consume_queue_offset)]  # fmt: skip
+            else:
+                arrays = [np.asarray(c, dtype=np.int64) for c in (batch.commit_log_offset, batch.msg_size,
+                                                                  batch.tags_code, batch.consume_queue_offset)]
             last = 0
             for topic, queue_id, index in groups:
                 cq = self.find_consume_queue(topic, queue_id)
                 assert cq is not None
-                if len(index) == whole:
-                    cq.put_units(phys, sizes, tags, queue_offsets)
+                if few:
+                    cq.put_few_units(*(lists if len(index) == whole else _rows_of(lists, index.tolist())))
                 else:
-                    cq.put_units(phys[index], sizes[index], tags[index], queue_offsets[index])
+                    cq.put_units(*(arrays if len(index) == whole else (a[index] for a in arrays)))
                 last = max(last, int(index[-1]))
             if self.checkpoint is not None:
                 self._note_logics_timestamp(int(batch.store_timestamp[last]))
@@ -843,22 +848,21 @@ class MessageStore:
         """Tell the arrival listener of the units of *batch*, once a queue (commit-log order within a queue),
         skipping whole the queues it does not want."""
         wanted = self.message_arriving_wanted
-        columns: tuple[list[Any], ...] | None = None
+        columns: list[Sequence[Any]] | None = None
         whole = len(batch)
         for topic, queue_id, index in groups:
             if wanted is not None and not wanted(topic, queue_id):
                 continue
             if columns is None:
-                columns = tuple(c.tolist() if isinstance(c, np.ndarray) else list(c) for c in
-                                (batch.consume_queue_offset, batch.tags_code, batch.store_timestamp))  # fmt: skip
-            offsets, tags, stamps = columns
+                columns = [_listed(c) for c in (batch.consume_queue_offset, batch.tags_code, batch.store_timestamp)]
             props: Sequence[dict[str, str] | None] | None = batch.properties if batch.has_properties else None
             if len(index) == whole:  # one queue's batch: the columns as they are
-                listener(topic, queue_id, [o + 1 for o in offsets], tags, stamps, props)
-                continue
-            rows = index.tolist()
-            listener(topic, queue_id, [offsets[i] + 1 for i in rows], [tags[i] for i in rows],
-                     [stamps[i] for i in rows], [props[i] for i in rows] if props is not None else None)  # fmt: skip
+                offsets, tags, stamps = columns
+            else:
+                rows = index.tolist()
+                offsets, tags, stamps = _rows_of(columns, rows)
+                props = [props[i] for i in rows] if props is not None else None
+            listener(topic, queue_id, [o + 1 for o in offsets], tags, stamps, props)
 
     def wait_dispatched(self, timeout: float = 10.0) -> bool:
         """Block until every appended record is in its consume queue and the index."""
