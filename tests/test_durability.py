@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from conftest import copy_store, load_json
@@ -987,6 +988,49 @@ def test_size_capped_store_refuses_puts_and_stays_consistent(tmp_path: Path) -> 
         assert store.get_max_offset_in_queue("Cap", 0) + store.get_max_offset_in_queue("Cap", 1) == len(acked)
         assert store.look_message_by_offset(acked[-1].wrote_offset) is not None
         assert store.put_message(Message("Cap", b"room again", 0, {}), 0).ok
+
+
+def test_consume_queue_units_are_copied_into_blocks_reserved_ahead(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Units go into the mapping of a consume-queue file, not through a system call each; the blocks under them
+    are reserved ahead (``posix_fallocate``, ``RESERVE_STEP`` bytes at a time), the rest of the file staying
+    sparse. A disk with no room for the next step fails that reservation with StoreError and writes nothing
+    (never a SIGBUS on a hole of the mapping); the same units go in once there is room."""
+    from rocketq.common.errors import StoreError
+    from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+
+    reserved: list[tuple[int, int]] = []
+    real_fallocate = os.posix_fallocate
+    disk_full = False
+
+    def fallocate(fd: int, offset: int, length: int) -> None:
+        if disk_full:
+            raise OSError(28, "No space left on device")
+        reserved.append((offset, length))
+        real_fallocate(fd, offset, length)
+
+    monkeypatch.setattr(os, "posix_fallocate", fallocate)
+    monkeypatch.setattr(os, "pwrite", lambda *a: pytest.fail("a unit written with a system call"))
+    per_file = 300_000 * CQ_STORE_UNIT_SIZE
+    cq = ConsumeQueue("T", 0, tmp_path, per_file)
+    step_units = mapped_file.RESERVE_STEP // CQ_STORE_UNIT_SIZE
+    for q in range(step_units):  # units one at a time, as a live dispatch of single records puts them
+        assert cq.put_message_position_info(q * 100, 100, 7, q)
+    assert reserved == [(0, mapped_file.RESERVE_STEP)]
+    path = tmp_path / "T" / "0" / f"{0:020d}"
+    assert path.stat().st_size == per_file and path.stat().st_blocks * 512 < 4 * mapped_file.RESERVE_STEP
+
+    disk_full = True  # the next unit needs the next step
+    with pytest.raises(StoreError, match="cannot reserve space"):
+        cq.put_message_position_info(step_units * 100, 100, 7, step_units)
+    assert cq.get_max_offset_in_queue() == step_units
+    disk_full = False
+    assert cq.put_message_position_info(step_units * 100, 100, 7, step_units)
+    assert reserved[1][0] == (step_units * CQ_STORE_UNIT_SIZE)
+    cq.flush()
+    cq.close()
+    units = np.frombuffer(path.read_bytes()[: (step_units + 1) * CQ_STORE_UNIT_SIZE], dtype=">i8, >i4, >i8")
+    assert units["f0"].tolist() == [q * 100 for q in range(step_units + 1)] and set(units["f1"].tolist()) == {100}
 
 
 DISK_FULL_WRITER = r"""

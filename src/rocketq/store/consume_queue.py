@@ -10,9 +10,10 @@ Files ``consumequeue/<topic>/<queueId>/<20-digit logical offset>`` hold
 A unit is valid when offset ≥ 0 and size > 0; zeros end the data. Filler
 units (offset 0, size 0x7FFFFFFF) stand before the first real unit of a queue
 whose files were rebuilt from the middle. Units are read in bulk as numpy
-structured arrays (one copy out of the mapping, no per-unit Python work); they
-are written through the file (``pwrite``), so a full disk is an OSError for the
-dispatcher, not a SIGBUS on a sparse page of the mapping.
+structured arrays (one copy out of the mapping, no per-unit Python work). The
+files are sparse; units are written through the mapping into blocks reserved
+ahead of them (``MappedFile.write_reserved``), so a full disk is a StoreError
+for the dispatcher, not a SIGBUS on a hole of the mapping.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ class ConsumeQueue:
             if expect < current:
                 return True
         pos = mf.wrote_position
-        mf.pwrite(pos, CQ_UNIT.pack(phys, size, tags_code))
+        mf.write_reserved(pos, CQ_UNIT.pack(phys, size, tags_code))
         mf.wrote_position = mf.committed_position = pos + CQ_STORE_UNIT_SIZE
         self.max_physic_offset = phys + size
         return True
@@ -216,8 +217,7 @@ class ConsumeQueue:
     def put_few_units(self, phys: Sequence[int], sizes: Sequence[int], tags: Sequence[int],
                       cq_offsets: Sequence[int]) -> None:  # fmt: skip
         """:meth:`put_units` of a few units (lists or tuples of ints), in plain Python: the same steps, and a run
-        that continues the last file exactly still goes in with one write (a write is a system call: one a unit
-        cost more than the units themselves)."""
+        that continues the last file exactly still goes in with one write."""
         n = len(phys)
         i = 0
         while i < n and phys[i] + sizes[i] <= self.max_physic_offset:
@@ -251,7 +251,7 @@ class ConsumeQueue:
 
     def _write_run(self, mf: MappedFile, pos: int, data: bytes, count: int, max_physic_offset: int) -> None:
         """Write the packed units of a run at *pos* of *mf* (found by :meth:`_run_start`) with one write."""
-        mf.pwrite(pos, data)
+        mf.write_reserved(pos, data)
         mf.wrote_position = mf.committed_position = pos + count * CQ_STORE_UNIT_SIZE
         self.max_physic_offset = max_physic_offset
 
@@ -265,7 +265,7 @@ class ConsumeQueue:
         n = (until_where % self.mapped_file_size) // CQ_STORE_UNIT_SIZE
         if n:
             pos = mf.wrote_position
-            mf.pwrite(pos, _FILLER * n)
+            mf.write_reserved(pos, _FILLER * n)
             mf.wrote_position = mf.committed_position = pos + n * CQ_STORE_UNIT_SIZE
 
     # --- reading -----------------------------------------------------------------

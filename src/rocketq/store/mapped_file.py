@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 OS_PAGE_SIZE = 4096
 PRE_TOUCH_STEP = 8 << 20  # bytes read a call by pre_touch: short calls between which other threads run
+RESERVE_STEP = 64 << 10  # bytes reserved at a time ahead of write_reserved (3,276 consume-queue units)
 
 
 def _read_through_sendfile(fd: int, start: int, end: int) -> None:
@@ -101,6 +102,7 @@ class MappedFile:
     __slots__ = (
         "_fd",
         "_lock",
+        "_reserved_to",
         "committed_position",
         "file_from_offset",
         "file_size",
@@ -126,6 +128,7 @@ class MappedFile:
         self.committed_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # store time of the last record appended (for the checkpoint)
+        self._reserved_to = 0  # blocks given to [0, this) by write_reserved (or a whole preallocated file)
         flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
         try:
             self._fd = os.open(self.path, flags, 0o644)
@@ -141,6 +144,7 @@ class MappedFile:
                         # Reserve the blocks now: a full disk then fails here, with an error,
                         # instead of as SIGBUS on a later write into a hole of the mapping.
                         os.posix_fallocate(self._fd, 0, file_size)
+                        self._reserved_to = file_size
                 else:
                     raise StoreError(
                         f"{self.path}: {size} bytes, but files here are {file_size} bytes "
@@ -207,19 +211,20 @@ class MappedFile:
         except OSError as e:
             raise StoreError(f"cannot reserve space in {self.path}: {e.strerror}") from e
 
-    def pwrite(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        """Write *data* at *pos* through the file rather than the mapping (which sees it at once).
+    def write_reserved(self, pos: int, data: bytes | bytearray) -> None:
+        """Write *data* at *pos* through the mapping, into blocks reserved for it beforehand.
 
-        Into a sparse file on a full disk a write through the mapping is a SIGBUS;
-        this raises OSError (ENOSPC) instead, which a caller can handle.
+        For a sparse file (a consume queue): its blocks are reserved (:meth:`reserve`) ahead of the writes,
+        :data:`RESERVE_STEP` bytes at a time, so a full disk is a :class:`StoreError` from the reservation, never
+        a SIGBUS on a hole of the mapping; and a write is a copy into memory, where a write through the file
+        is a system call each (10 µs, more than the copy of a unit by a hundred times).
         """
-        view = memoryview(data)
-        try:
-            done = 0
-            while done < len(view):
-                done += os.pwrite(self._fd, view[done:], pos + done)
-        finally:
-            view.release()
+        end = pos + len(data)
+        if end > self._reserved_to:
+            reserve_to = min(self.file_size, max(end, pos + RESERVE_STEP))
+            self.reserve(pos, reserve_to)
+            self._reserved_to = reserve_to
+        self.mm[pos:end] = data
 
     def fill_to_end(self) -> None:
         """Mark the file full without writing (after a BLANK record)."""

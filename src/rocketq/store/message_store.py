@@ -36,7 +36,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
@@ -945,9 +945,9 @@ class MessageStore:
             reconsume_times,
         )  # fmt: skip
 
-    def _validate(self, topic: str, queue_id: int, bodies: Iterable[bytes | None]) -> PutMessageResult | None:
-        """Why messages of one queue with these *bodies* cannot be put now (``checkStoreStatus`` +
-        ``checkMessage``), or None."""
+    def _validate(self, topic: str, queue_id: int, largest: int) -> PutMessageResult | None:
+        """Why messages of one queue, the largest body *largest* bytes long, cannot be put now
+        (``checkStoreStatus`` + ``checkMessage``), or None."""
         if self.read_only or self._closed:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not open for writing")
         if self.running_flags.flag_bits & NOT_WRITEABLE_BITS:
@@ -965,7 +965,6 @@ class MessageStore:
             if len(self._checked_queues) < 100_000:
                 self._checked_queues[key] = self.topic_config_manager.get(topic)
         limit = self.config.max_message_size
-        largest = max(map(len, filter(None, bodies)), default=0)
         if largest > limit:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     error=f"body of {largest} bytes exceeds maxMessageSize {limit}")  # fmt: skip
@@ -977,7 +976,7 @@ class MessageStore:
             msg = self.to_message_ext(msg, queue_id or 0)
         elif queue_id is not None:
             msg.queue_id = queue_id
-        bad = self._validate(msg.topic, msg.queue_id, (msg.body,))
+        bad = self._validate(msg.topic, msg.queue_id, len(msg.body or b""))
         if bad is not None:
             return bad
         return self.commit_log.put_message(msg)
@@ -1006,7 +1005,7 @@ class MessageStore:
                                         error="batch messages cannot be transactional")  # fmt: skip
             if _GET_DELAY(m.properties) not in _NO_DELAY:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be delayed")
-        bad = self._validate(topic, qid, [m.body for m in exts])
+        bad = self._validate(topic, qid, max(len(m.body or b"") for m in exts))
         if bad is not None:
             return bad
         return self.commit_log.put_messages(exts)
@@ -1021,7 +1020,7 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be transactional")
         if not set(map(_GET_DELAY, batch.properties)) <= _NO_DELAY:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be delayed")
-        bad = self._validate(batch.topic, batch.queue_id, batch.bodies)
+        bad = self._validate(batch.topic, batch.queue_id, max(map(len, batch.bodies)))
         if bad is not None:
             return bad
         return self.commit_log.put_message_batch(batch)
