@@ -159,6 +159,24 @@ def test_oneway_gets_no_reply() -> None:
     run(with_server(scenario))
 
 
+def test_reads_stay_under_the_mmap_threshold_and_big_frames_arrive_whole() -> None:
+    """Both ends read at most 64 KiB a call (a bytes object malloc takes from the heap, not an mmap of its own);
+    frames far larger than a read, and many small ones in one, still arrive whole and in order."""
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        conn = await client.connect()
+        big = random.Random(3).randbytes(3 * 1024 * 1024 + 7)
+        response = await client.invoke(create_request(RequestCode.HEART_BEAT, {"k": "big"}, body=big), timeout=5)
+        assert response.body == big
+        small = [create_request(RequestCode.HEART_BEAT, {"n": str(i)}, body=bytes([i]) * 700) for i in range(200)]
+        answers = await asyncio.gather(*(client.invoke(r, timeout=5) for r in small))
+        assert [a.body for a in answers] == [bytes([i]) * 700 for i in range(200)]
+        [server_side] = server.connections
+        for end in (conn, server_side):
+            assert end._transport is not None and end._transport.max_size == 64 * 1024  # type: ignore[attr-defined]
+
+    run(with_server(scenario))
+
+
 def test_many_concurrent_requests_matched_by_opaque() -> None:
     async def scenario(server: RemotingServer, client: RemotingClient) -> None:
         rng = random.Random(7)

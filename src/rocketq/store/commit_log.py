@@ -96,6 +96,10 @@ _pack_offsets = struct.Struct(">qq").pack_into  # QUEUEOFFSET, PHYSICALOFFSET: a
 
 
 class PutMessageStatus(Enum):
+    # Members hash by identity, in C (Enum's own __hash__ is a call of Python code): a request looks its status
+    # up in a dict. They compare by identity already, and each is one object.
+    __hash__ = object.__hash__
+
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"

@@ -157,6 +157,10 @@ _PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 class GetMessageStatus(Enum):
+    # Members hash by identity, in C (Enum's own __hash__ is a call of Python code): a request looks its status
+    # up in a dict. They compare by identity already, and each is one object.
+    __hash__ = object.__hash__
+
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
     MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
