@@ -1033,6 +1033,57 @@ def test_consume_queue_units_are_copied_into_blocks_reserved_ahead(
     assert units["f0"].tolist() == [q * 100 for q in range(step_units + 1)] and set(units["f1"].tolist()) == {100}
 
 
+def test_index_keys_are_written_into_blocks_reserved_before_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """An index file is sparse. Before its first key, its header and slot table get their blocks at once (keys
+    land in slots at random); its entries get theirs ahead of them, ``RESERVE_STEP`` bytes at a time. On a disk
+    with no room for the next step a key, alone or in a batch, fails with StoreError before anything is written
+    (never a SIGBUS on a hole of the mapping), and goes in once there is room."""
+    from rocketq.common.errors import StoreError
+    from rocketq.store.index_file import INDEX_HEADER_SIZE, INDEX_SIZE, IndexFile, index_key_hashes
+
+    reserved: list[tuple[int, int]] = []
+    real_fallocate = os.posix_fallocate
+    disk_full = False
+
+    def fallocate(fd: int, offset: int, length: int) -> None:
+        if disk_full:
+            raise OSError(28, "No space left on device")
+        reserved.append((offset, length))
+        real_fallocate(fd, offset, length)
+
+    monkeypatch.setattr(os, "posix_fallocate", fallocate)
+    slots, entries = 5000, 20000
+    path = tmp_path / "20261126000000000"
+    index = IndexFile.create(path, slots, entries)
+    base = INDEX_HEADER_SIZE + slots * 4
+    fit = mapped_file.RESERVE_STEP // INDEX_SIZE  # entries 1..fit are reserved with the first key
+    ts = 1_795_000_000_000
+    try:
+        for n in range(1, fit + 1):
+            assert index.put_key(f"T#k{n}", n * 100, ts + n)
+        assert (0, base) in reserved and (base + INDEX_SIZE, mapped_file.RESERVE_STEP) in reserved
+        assert path.stat().st_blocks * 512 < base + 4 * mapped_file.RESERVE_STEP  # the rest stays sparse
+        before = path.read_bytes()
+        disk_full = True
+        with pytest.raises(StoreError, match="cannot reserve space"):
+            index.put_key("T#one", 10**9, ts + 10**6)
+        keys = [f"T#b{i}" for i in range(40)]
+        hashes = index_key_hashes(keys)
+        with pytest.raises(StoreError, match="cannot reserve space"):
+            index.put_keys(hashes, np.full(40, 10**9, dtype=np.int64), np.full(40, ts + 10**6, dtype=np.int64))
+        assert index.index_count == fit + 1 and path.read_bytes() == before
+        disk_full = False
+        assert index.put_key("T#one", 10**9, ts + 10**6)
+        assert index.put_keys(hashes, np.full(40, 10**9 + 1, dtype=np.int64),
+                              np.full(40, ts + 10**6, dtype=np.int64)) == 40  # fmt: skip
+        found: list[int] = []
+        index.select_phy_offsets(found, "T#b7", 8, 0, ts + 10**7)
+        assert found == [10**9 + 1] and index.index_count == fit + 42
+    finally:
+        index.close()
+
+
 DISK_FULL_WRITER = r"""
 import json, sys
 from pathlib import Path

@@ -121,6 +121,7 @@ class IndexFile:
         "_index_count",
         "_mapped",
         "_mm",
+        "_reserved_end",
         "hash_slot_num",
         "index_num",
         "path",
@@ -149,6 +150,7 @@ class IndexFile:
                 self._mapped.destroy()
                 raise
         self._mm = self._mapped.mm
+        self._reserved_end = self._mapped.reserved_to  # below it a key may be written (see _reserve)
         (
             self._begin_timestamp,
             self._end_timestamp,
@@ -224,6 +226,17 @@ class IndexFile:
         return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
 
     # --- writing --------------------------------------------------------------
+    def _reserve(self, pos: int, end: int) -> None:
+        """Give blocks to the file before keys are written through its mapping (the file is sparse): the header
+        and the slot table whole, the first time (keys land in slots at random), then the entries from *pos* to
+        *end* and some way past (:meth:`MappedFile.reserve_ahead`). A full disk is then a StoreError here,
+        before anything is written, never a SIGBUS on a hole of the mapping."""
+        mapped = self._mapped
+        if mapped.reserved_to < self._entries_base:
+            mapped.reserve(0, self._entries_base)
+        mapped.reserve_ahead(pos, end)
+        self._reserved_end = mapped.reserved_to
+
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add one key (§5.6); False when the file is full."""
         if self._index_count >= self.index_num:
@@ -235,6 +248,9 @@ class IndexFile:
         n = self._index_count
         if n >= self.index_num:
             return False
+        entry_pos = self._entries_base + n * INDEX_SIZE
+        if entry_pos + INDEX_SIZE > self._reserved_end:
+            self._reserve(entry_pos, entry_pos + INDEX_SIZE)
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
         mm = self._mm
         prev = _SLOT.unpack_from(mm, slot_pos)[0]
@@ -250,7 +266,7 @@ class IndexFile:
             diff //= 1000
             if diff > _INT_MAX:
                 diff = _INT_MAX
-        _ENTRY.pack_into(mm, self._entries_base + n * INDEX_SIZE, key_hash, phy_offset, diff, prev)
+        _ENTRY.pack_into(mm, entry_pos, key_hash, phy_offset, diff, prev)
         _SLOT.pack_into(mm, slot_pos, n)
         if n <= 1:
             self._begin_phy_offset = phy_offset
@@ -289,6 +305,9 @@ class IndexFile:
         count = min(total - done, self.index_num - n0)
         if count <= 0:
             return done
+        start = self._entries_base + n0 * INDEX_SIZE
+        if start + count * INDEX_SIZE > self._reserved_end:
+            self._reserve(start, start + count * INDEX_SIZE)
         h = hashes[done : done + count]
         p = phys[done : done + count]
         t = times[done : done + count]

@@ -128,7 +128,7 @@ class MappedFile:
         self.committed_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # store time of the last record appended (for the checkpoint)
-        self._reserved_to = 0  # blocks given to [0, this) by write_reserved (or a whole preallocated file)
+        self._reserved_to = 0  # blocks given to [0, this) by reserve (or a whole preallocated file)
         flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
         try:
             self._fd = os.open(self.path, flags, 0o644)
@@ -210,20 +210,36 @@ class MappedFile:
             os.posix_fallocate(self._fd, start, end - start)
         except OSError as e:
             raise StoreError(f"cannot reserve space in {self.path}: {e.strerror}") from e
+        if start <= self._reserved_to < end:
+            self._reserved_to = end
 
-    def write_reserved(self, pos: int, data: bytes | bytearray) -> None:
-        """Write *data* at *pos* through the mapping, into blocks reserved for it beforehand.
+    def reserve_ahead(self, pos: int, end: int) -> None:
+        """Reserve the blocks under [pos, end) of a sparse file written upward (consume-queue units, index
+        entries) unless they are already, :data:`RESERVE_STEP` bytes past *pos* at a time.
 
-        For a sparse file (a consume queue): its blocks are reserved (:meth:`reserve`) ahead of the writes,
-        :data:`RESERVE_STEP` bytes at a time, so a full disk is a :class:`StoreError` from the reservation, never
-        a SIGBUS on a hole of the mapping; and a write is a copy into memory, where a write through the file
-        is a system call each (10 µs, more than the copy of a unit by a hundred times).
+        Done before a write through the mapping, it makes a full disk a :class:`StoreError` here, never a
+        SIGBUS on a hole of the mapping; a caller checks ``end > reserved_to`` first (one comparison a write).
         """
-        end = pos + len(data)
         if end > self._reserved_to:
             reserve_to = min(self.file_size, max(end, pos + RESERVE_STEP))
             self.reserve(pos, reserve_to)
-            self._reserved_to = reserve_to
+            # Below pos the writer has written (its blocks are given) or never will.
+            self._reserved_to = max(self._reserved_to, reserve_to)
+
+    @property
+    def reserved_to(self) -> int:
+        """End of the blocks reserved from the start of the file by :meth:`reserve` (0 when unknown)."""
+        return self._reserved_to
+
+    def write_reserved(self, pos: int, data: bytes | bytearray) -> None:
+        """Write *data* at *pos* through the mapping, into blocks reserved first (:meth:`reserve_ahead`).
+
+        For a sparse file (a consume queue): a write is a copy into memory, where a write through the file is a
+        system call each (10 µs, more than the copy of a unit by a hundred times).
+        """
+        end = pos + len(data)
+        if end > self._reserved_to:
+            self.reserve_ahead(pos, end)
         self.mm[pos:end] = data
 
     def fill_to_end(self) -> None:
