@@ -990,6 +990,23 @@ def test_size_capped_store_refuses_puts_and_stays_consistent(tmp_path: Path) -> 
         assert store.put_message(Message("Cap", b"room again", 0, {}), 0).ok
 
 
+class ReservingDisk:
+    """``os.posix_fallocate`` recorded, and refused with ENOSPC while ``full`` (a disk with no room left)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reserved: list[tuple[int, int]] = []
+        self.full = False
+        real = os.posix_fallocate
+
+        def fallocate(fd: int, offset: int, length: int) -> None:
+            if self.full:
+                raise OSError(28, "No space left on device")
+            self.reserved.append((offset, length))
+            real(fd, offset, length)
+
+        monkeypatch.setattr(os, "posix_fallocate", fallocate)
+
+
 def test_consume_queue_units_are_copied_into_blocks_reserved_ahead(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Units go into the mapping of a consume-queue file, not through a system call each; the blocks under them
@@ -999,34 +1016,24 @@ def test_consume_queue_units_are_copied_into_blocks_reserved_ahead(
     from rocketq.common.errors import StoreError
     from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 
-    reserved: list[tuple[int, int]] = []
-    real_fallocate = os.posix_fallocate
-    disk_full = False
-
-    def fallocate(fd: int, offset: int, length: int) -> None:
-        if disk_full:
-            raise OSError(28, "No space left on device")
-        reserved.append((offset, length))
-        real_fallocate(fd, offset, length)
-
-    monkeypatch.setattr(os, "posix_fallocate", fallocate)
+    disk = ReservingDisk(monkeypatch)
     monkeypatch.setattr(os, "pwrite", lambda *a: pytest.fail("a unit written with a system call"))
     per_file = 300_000 * CQ_STORE_UNIT_SIZE
     cq = ConsumeQueue("T", 0, tmp_path, per_file)
     step_units = mapped_file.RESERVE_STEP // CQ_STORE_UNIT_SIZE
     for q in range(step_units):  # units one at a time, as a live dispatch of single records puts them
         assert cq.put_message_position_info(q * 100, 100, 7, q)
-    assert reserved == [(0, mapped_file.RESERVE_STEP)]
+    assert disk.reserved == [(0, mapped_file.RESERVE_STEP)]
     path = tmp_path / "T" / "0" / f"{0:020d}"
     assert path.stat().st_size == per_file and path.stat().st_blocks * 512 < 4 * mapped_file.RESERVE_STEP
 
-    disk_full = True  # the next unit needs the next step
+    disk.full = True  # the next unit needs the next step
     with pytest.raises(StoreError, match="cannot reserve space"):
         cq.put_message_position_info(step_units * 100, 100, 7, step_units)
     assert cq.get_max_offset_in_queue() == step_units
-    disk_full = False
+    disk.full = False
     assert cq.put_message_position_info(step_units * 100, 100, 7, step_units)
-    assert reserved[1][0] == (step_units * CQ_STORE_UNIT_SIZE)
+    assert disk.reserved[1][0] == (step_units * CQ_STORE_UNIT_SIZE)
     cq.flush()
     cq.close()
     units = np.frombuffer(path.read_bytes()[: (step_units + 1) * CQ_STORE_UNIT_SIZE], dtype=">i8, >i4, >i8")
@@ -1042,17 +1049,7 @@ def test_index_keys_are_written_into_blocks_reserved_before_them(
     from rocketq.common.errors import StoreError
     from rocketq.store.index_file import INDEX_HEADER_SIZE, INDEX_SIZE, IndexFile, index_key_hashes
 
-    reserved: list[tuple[int, int]] = []
-    real_fallocate = os.posix_fallocate
-    disk_full = False
-
-    def fallocate(fd: int, offset: int, length: int) -> None:
-        if disk_full:
-            raise OSError(28, "No space left on device")
-        reserved.append((offset, length))
-        real_fallocate(fd, offset, length)
-
-    monkeypatch.setattr(os, "posix_fallocate", fallocate)
+    disk = ReservingDisk(monkeypatch)
     slots, entries = 5000, 20000
     path = tmp_path / "20261126000000000"
     index = IndexFile.create(path, slots, entries)
@@ -1062,10 +1059,10 @@ def test_index_keys_are_written_into_blocks_reserved_before_them(
     try:
         for n in range(1, fit + 1):
             assert index.put_key(f"T#k{n}", n * 100, ts + n)
-        assert (0, base) in reserved and (base + INDEX_SIZE, mapped_file.RESERVE_STEP) in reserved
+        assert (0, base) in disk.reserved and (base + INDEX_SIZE, mapped_file.RESERVE_STEP) in disk.reserved
         assert path.stat().st_blocks * 512 < base + 4 * mapped_file.RESERVE_STEP  # the rest stays sparse
         before = path.read_bytes()
-        disk_full = True
+        disk.full = True
         with pytest.raises(StoreError, match="cannot reserve space"):
             index.put_key("T#one", 10**9, ts + 10**6)
         keys = [f"T#b{i}" for i in range(40)]
@@ -1073,7 +1070,7 @@ def test_index_keys_are_written_into_blocks_reserved_before_them(
         with pytest.raises(StoreError, match="cannot reserve space"):
             index.put_keys(hashes, np.full(40, 10**9, dtype=np.int64), np.full(40, ts + 10**6, dtype=np.int64))
         assert index.index_count == fit + 1 and path.read_bytes() == before
-        disk_full = False
+        disk.full = False
         assert index.put_key("T#one", 10**9, ts + 10**6)
         assert index.put_keys(hashes, np.full(40, 10**9 + 1, dtype=np.int64),
                               np.full(40, ts + 10**6, dtype=np.int64)) == 40  # fmt: skip
