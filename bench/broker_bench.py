@@ -25,7 +25,9 @@ consume    PULL_MESSAGE of 32 with the commit-offset flag, one lane      ``XREAD
 
 send/batch: messages per second and the latency of a request (p50/p99; a batch request's for batch);
 oneway: messages per second until the server has stored all of them (rocketq: sum of the queues' max
-offsets; Redis: ``XLEN``); consume: messages per second. Prints a table and writes JSON
+offsets; Redis: ``XLEN``); consume: messages per second. Every row also gives the server process's CPU time
+(user + system, all its threads, from ``/proc``) per message: throughput on a shared machine moves with what else
+runs, the CPU a message costs much less. Prints a table and writes JSON
 (``bench/results/broker_bench.json``). Needs ``redis-server`` (Debian: ``apt-get install -y redis-server``)
 and redis-py (``pip install -e '.[bench]'``); ``--no-redis`` runs rocketq alone.
 
@@ -424,9 +426,24 @@ def wait_stored(count_fn: Any, target: int, start: float, cap_s: float = 60.0) -
     return last, last_change - start
 
 
+def process_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds (user + system, all threads) a process has used so far; None where /proc cannot say."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(system: str, mode: str, senders: int, args: argparse.Namespace, addr: str,
-            stored_fn: Any) -> dict[str, Any]:  # fmt: skip
+            stored_fn: Any, server_pid: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """One run of *mode* with *senders*: throughput, latency and, given the server's pid, the server's CPU time per
+    message (steadier than throughput on a shared machine: it does not count time the server waited for a core)."""
     batch = args.batch if mode == "batch" else 1
+    cpu_before = process_cpu_s(server_pid)
     before = stored_fn() if mode == "oneway" else 0
     rate = getattr(args, "load_rate", None)  # messages a second in all, or as fast as they go
     specs = [{"system": system, "mode": mode, "senders": n, "batch": batch, "addr": addr, "seconds": args.seconds,
@@ -448,18 +465,27 @@ def measure(system: str, mode: str, senders: int, args: argparse.Namespace, addr
     row["mb_per_s"] = row["msgs_per_s"] * BODY_SIZE / 1e6
     row["p50_ms"] = percentile(latencies, 50)
     row["p99_ms"] = percentile(latencies, 99)
+    cpu_after = process_cpu_s(server_pid)
+    row["server_cpu_us_per_msg"] = (cpu_after - cpu_before) / row["messages"] * 1e6 \
+        if cpu_before is not None and cpu_after is not None and row["messages"] else None  # fmt: skip
     return row
 
 
-def measure_consume(system: str, args: argparse.Namespace, addr: str, ends: list[int]) -> dict[str, Any]:
+def measure_consume(system: str, args: argparse.Namespace, addr: str, ends: list[int],
+                    server_pid: int | None = None) -> dict[str, Any]:  # fmt: skip
     spec = {"system": system, "mode": "consume", "senders": QUEUES, "batch": PULL_BATCH, "addr": addr,
             "seconds": args.consume_seconds, "index": 0, "ends": ends}  # fmt: skip
+    cpu_before = process_cpu_s(server_pid)
     r = run_workers([spec], timeout=args.consume_seconds + 120)[0]
+    cpu_after = process_cpu_s(server_pid)
     seconds = r["end"] - r["start"]
     rate = r["messages"] / seconds if seconds > 0 else 0.0
+    cpu = (cpu_after - cpu_before) / r["messages"] * 1e6 \
+        if cpu_before is not None and cpu_after is not None and r["messages"] else None  # fmt: skip
     return {"system": system, "mode": "consume", "senders": QUEUES, "batch": PULL_BATCH, "processes": 1,
             "errors": 0, "messages": r["messages"], "seconds": seconds, "msgs_per_s": rate,
-            "mb_per_s": rate * BODY_SIZE / 1e6, "p50_ms": None, "p99_ms": None}  # fmt: skip
+            "mb_per_s": rate * BODY_SIZE / 1e6, "p50_ms": None, "p99_ms": None,
+            "server_cpu_us_per_msg": cpu}  # fmt: skip
 
 
 def create_topic(namesrv: str, broker: str) -> None:
@@ -480,7 +506,7 @@ def _fmt(v: float | None, spec: str) -> str:
 def print_table(rows: list[dict[str, Any]]) -> None:
     base = {(r["mode"], r["senders"]): r for r in rows if r["system"] == "redis"}
     head = (f"{'system':<8} {'mode':<8} {'senders':>7} {'batch':>5} {'msgs/s':>10} {'MB/s':>7} {'p50 ms':>8} "
-            f"{'p99 ms':>8} {'vs redis':>8}")  # fmt: skip
+            f"{'p99 ms':>8} {'vs redis':>8} {'srv us/msg':>10}")  # fmt: skip
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -488,7 +514,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         ratio = f"{r['msgs_per_s'] / ref['msgs_per_s']:.2f}x" if r["system"] == "rocketq" and ref and \
             ref["msgs_per_s"] else ""  # fmt: skip
         print(f"{r['system']:<8} {r['mode']:<8} {r['senders']:>7} {r['batch']:>5} {r['msgs_per_s']:>10,.0f} "
-              f"{r['mb_per_s']:>7.1f} {_fmt(r['p50_ms'], '8.2f'):>8} {_fmt(r['p99_ms'], '8.2f'):>8} {ratio:>8}"
+              f"{r['mb_per_s']:>7.1f} {_fmt(r['p50_ms'], '8.2f'):>8} {_fmt(r['p99_ms'], '8.2f'):>8} {ratio:>8} "
+              f"{_fmt(r.get('server_cpu_us_per_msg'), '10.1f'):>10}"
               + (f"  errors={r['errors']}" if r["errors"] else ""))  # fmt: skip
 
 
@@ -831,6 +858,8 @@ def main() -> int:
                 rd.start()
                 meta["redis_version"] = rd.version
             rq_count = lambda: asyncio.run(rocketq_stored(rq.broker))  # noqa: E731
+            rq_pid = rq.proc.pid if rq.proc is not None else None
+            rd_pid = rd.proc.pid if rd is not None and rd.proc is not None else None
             # Warm-up (not reported): connections, code paths, the first mapped files.
             measure("rocketq", "send", 16, argparse.Namespace(**{**vars(args), "seconds": 1.5}), rq.broker, rq_count)
             for mode in modes:
@@ -839,22 +868,22 @@ def main() -> int:
                         if system == "redis" and rd is None:
                             continue
                         if system == "rocketq":
-                            row = measure("rocketq", mode, n, args, rq.broker, rq_count)
+                            row = measure("rocketq", mode, n, args, rq.broker, rq_count, rq_pid)
                         else:
                             assert rd is not None
                             row = measure("redis", mode, n, args, f"127.0.0.1:{rd.port}",
-                                          lambda: redis_stored(rd.port))  # type: ignore[union-attr]  # fmt: skip
+                                          lambda: redis_stored(rd.port), rd_pid)  # type: ignore[union-attr]  # fmt: skip
                         rows.append(row)
                         print(f"  {system:<8} {mode:<7} {n:>3} senders: {row['msgs_per_s']:>10,.0f} msg/s", flush=True)
             ends = rocketq_queue_ends(rq.broker)
-            rows.append(measure_consume("rocketq", args, rq.broker, ends))
+            rows.append(measure_consume("rocketq", args, rq.broker, ends, rq_pid))
             if rd is not None:
                 import redis
 
                 c = redis.Redis(host="127.0.0.1", port=rd.port)
                 rends = [int(c.xlen(f"{STREAM}:{q}")) for q in range(QUEUES)]
                 c.close()
-                rows.append(measure_consume("redis", args, f"127.0.0.1:{rd.port}", rends))
+                rows.append(measure_consume("redis", args, f"127.0.0.1:{rd.port}", rends, rd_pid))
         finally:
             signal.signal(signal.SIGTERM, old_term)
             rq.stop()
