@@ -61,7 +61,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_servers import RedisServer, RocketqServer
+from bench_servers import RedisServer, RocketqServer, process_cpu_s
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "broker_bench.json"
@@ -424,18 +424,6 @@ def wait_stored(count_fn: Any, target: int, start: float, cap_s: float = 60.0) -
         elif time.time() - last_change > 3.0:
             break
     return last, last_change - start
-
-
-def process_cpu_s(pid: int | None) -> float | None:
-    """CPU seconds (user + system, all threads) a process has used so far; None where /proc cannot say."""
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(system: str, mode: str, senders: int, args: argparse.Namespace, addr: str,

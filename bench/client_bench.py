@@ -18,6 +18,9 @@ Two phases per system:
    ``--seconds``; born-to-consume latency p50/p99 = consumer clock − the producer's clock written into each
    body just before sending.
 
+Each phase also gives the server process's CPU time (all its threads) per message consumed: throughput on a
+shared machine moves with what else runs, the CPU a message costs much less.
+
 Prints a table and writes ``bench/results/client_bench.json``. Needs ``redis-server`` (Debian
 ``redis-server``) and redis-py (``pip install -e '.[bench]'``).
 
@@ -40,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_servers import RedisServer, RocketqServer
+from bench_servers import RedisServer, RocketqServer, process_cpu_s
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "client_bench.json"
@@ -239,6 +242,8 @@ def run_phase(system: str, server: Any, args: dict[str, Any], rate: float | None
         if not ready.acquire(timeout=90):
             raise RuntimeError(f"{system} consumers did not get ready")
     per_producer = rate / args["producers"] if rate else None
+    server_pid = server.proc.pid if server.proc is not None else None
+    cpu_before = process_cpu_s(server_pid)
     go_at = time.time() + 2.0
     producers = [ctx.Process(target=target[1], args=(where, i, args, go_at, per_producer, out))
                  for i in range(args["producers"])]  # fmt: skip
@@ -251,6 +256,7 @@ def run_phase(system: str, server: Any, args: dict[str, Any], rate: float | None
     deadline = time.monotonic() + 60
     while counter.value < sent and time.monotonic() < deadline:
         time.sleep(0.05)
+    cpu_after = process_cpu_s(server_pid)
     stop.set()
     for _ in consumers:
         results.append(out.get(timeout=120))
@@ -277,6 +283,10 @@ def run_phase(system: str, server: Any, args: dict[str, Any], rate: float | None
         "p50_ms": round(_pct(lat, 50), 3) if lat else None,
         "p99_ms": round(_pct(lat, 99), 3) if lat else None,
         "max_ms": round(lat[-1], 3) if lat else None,
+        # The server's CPU time (all its threads) per message consumed, from the producers' start to the last
+        # message consumed: steadier than throughput on a shared machine.
+        "server_cpu_us_per_msg": round((cpu_after - cpu_before) / consumed * 1e6, 1)
+        if cpu_before is not None and cpu_after is not None and consumed else None,
     }
 
 
@@ -303,13 +313,15 @@ def create_topic(namesrv: str, queues: int) -> None:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ["system", "phase", "offered msg/s", "sent", "consumed", "msg/s", "MiB/s", "p50 ms", "p99 ms"]
+    head = ["system", "phase", "offered msg/s", "sent", "consumed", "msg/s", "MiB/s", "p50 ms", "p99 ms",
+            "server us/msg"]
     lines = [head]
     for r in rows:
         lines.append([r["system"], r["phase"], f"{r['offered_rate']:.0f}" if r["offered_rate"] else "max",
                       str(r["sent"]), str(r["consumed"]), f"{r['throughput']:.0f}", f"{r['mib_per_s']:.1f}",
                       "-" if r["p50_ms"] is None else f"{r['p50_ms']:.2f}",
-                      "-" if r["p99_ms"] is None else f"{r['p99_ms']:.2f}"])  # fmt: skip
+                      "-" if r["p99_ms"] is None else f"{r['p99_ms']:.2f}",
+                      "-" if r["server_cpu_us_per_msg"] is None else f"{r['server_cpu_us_per_msg']:.1f}"])  # fmt: skip
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in lines)
 
