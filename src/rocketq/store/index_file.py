@@ -121,7 +121,6 @@ class IndexFile:
         "_index_count",
         "_mapped",
         "_mm",
-        "_reserved_end",
         "hash_slot_num",
         "index_num",
         "path",
@@ -150,7 +149,6 @@ class IndexFile:
                 self._mapped.destroy()
                 raise
         self._mm = self._mapped.mm
-        self._reserved_end = self._mapped.reserved_to  # below it a key may be written (see _reserve)
         (
             self._begin_timestamp,
             self._end_timestamp,
@@ -235,7 +233,6 @@ class IndexFile:
         if mapped.reserved_to < self._entries_base:
             mapped.reserve(0, self._entries_base)
         mapped.reserve_ahead(pos, end)
-        self._reserved_end = mapped.reserved_to
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add one key (§5.6); False when the file is full."""
@@ -249,7 +246,7 @@ class IndexFile:
         if n >= self.index_num:
             return False
         entry_pos = self._entries_base + n * INDEX_SIZE
-        if entry_pos + INDEX_SIZE > self._reserved_end:
+        if entry_pos + INDEX_SIZE > self._mapped.reserved_to:
             self._reserve(entry_pos, entry_pos + INDEX_SIZE)
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
         mm = self._mm
@@ -306,7 +303,7 @@ class IndexFile:
         if count <= 0:
             return done
         start = self._entries_base + n0 * INDEX_SIZE
-        if start + count * INDEX_SIZE > self._reserved_end:
+        if start + count * INDEX_SIZE > self._mapped.reserved_to:
             self._reserve(start, start + count * INDEX_SIZE)
         h = hashes[done : done + count]
         p = phys[done : done + count]

@@ -102,7 +102,6 @@ class MappedFile:
     __slots__ = (
         "_fd",
         "_lock",
-        "_reserved_to",
         "committed_position",
         "file_from_offset",
         "file_size",
@@ -110,6 +109,7 @@ class MappedFile:
         "mm",
         "path",
         "read_only",
+        "reserved_to",
         "store_timestamp",
         "wrote_position",
     )
@@ -128,7 +128,9 @@ class MappedFile:
         self.committed_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0  # store time of the last record appended (for the checkpoint)
-        self._reserved_to = 0  # blocks given to [0, this) by reserve (or a whole preallocated file)
+        # Blocks given to [0, this) by reserve (or a whole preallocated file); below where a writer upward began
+        # (reserve_ahead), what is written has its blocks.
+        self.reserved_to = 0
         flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
         try:
             self._fd = os.open(self.path, flags, 0o644)
@@ -144,7 +146,7 @@ class MappedFile:
                         # Reserve the blocks now: a full disk then fails here, with an error,
                         # instead of as SIGBUS on a later write into a hole of the mapping.
                         os.posix_fallocate(self._fd, 0, file_size)
-                        self._reserved_to = file_size
+                        self.reserved_to = file_size
                 else:
                     raise StoreError(
                         f"{self.path}: {size} bytes, but files here are {file_size} bytes "
@@ -210,26 +212,21 @@ class MappedFile:
             os.posix_fallocate(self._fd, start, end - start)
         except OSError as e:
             raise StoreError(f"cannot reserve space in {self.path}: {e.strerror}") from e
-        if start <= self._reserved_to < end:
-            self._reserved_to = end
+        if start <= self.reserved_to < end:
+            self.reserved_to = end
 
     def reserve_ahead(self, pos: int, end: int) -> None:
         """Reserve the blocks under [pos, end) of a sparse file written upward (consume-queue units, index
         entries) unless they are already, :data:`RESERVE_STEP` bytes past *pos* at a time.
 
         Done before a write through the mapping, it makes a full disk a :class:`StoreError` here, never a
-        SIGBUS on a hole of the mapping; a caller checks ``end > reserved_to`` first (one comparison a write).
+        SIGBUS on a hole of the mapping; a writer checks ``end > reserved_to`` before the call (one comparison a write).
         """
-        if end > self._reserved_to:
+        if end > self.reserved_to:
             reserve_to = min(self.file_size, max(end, pos + RESERVE_STEP))
             self.reserve(pos, reserve_to)
             # Below pos the writer has written (its blocks are given) or never will.
-            self._reserved_to = max(self._reserved_to, reserve_to)
-
-    @property
-    def reserved_to(self) -> int:
-        """End of the blocks reserved from the start of the file by :meth:`reserve` (0 when unknown)."""
-        return self._reserved_to
+            self.reserved_to = max(self.reserved_to, reserve_to)
 
     def write_reserved(self, pos: int, data: bytes | bytearray) -> None:
         """Write *data* at *pos* through the mapping, into blocks reserved first (:meth:`reserve_ahead`).
@@ -238,7 +235,7 @@ class MappedFile:
         system call each (10 µs, more than the copy of a unit by a hundred times).
         """
         end = pos + len(data)
-        if end > self._reserved_to:
+        if end > self.reserved_to:
             self.reserve_ahead(pos, end)
         self.mm[pos:end] = data
 
