@@ -18,8 +18,9 @@ Two phases per system:
    ``--seconds``; born-to-consume latency p50/p99 = consumer clock − the producer's clock written into each
    body just before sending.
 
-Each phase also gives the server process's CPU time (all its threads) per message consumed: throughput on a
-shared machine moves with what else runs, the CPU a message costs much less.
+Each phase also gives the CPU time per message consumed of the server process (all its threads), of the producers
+and of the consumers (each summed over its processes): throughput on a shared machine moves with what else runs,
+the CPU a message costs much less, and the three say where the two cores go.
 
 Prints a table and writes ``bench/results/client_bench.json``. Needs ``redis-server`` (Debian
 ``redis-server``) and redis-py (``pip install -e '.[bench]'``).
@@ -76,6 +77,7 @@ def rocketq_producer(namesrv: str, index: int, args: dict[str, Any], go_at: floa
         async with Producer(f"BenchProducer{index}", namesrv, send_timeout=10) as producer:
             mqs = await producer.fetch_publish_message_queues(TOPIC)
             await asyncio.sleep(max(0.0, go_at - time.time()))
+            cpu0 = time.process_time()
             start = time.monotonic()
             deadline = start + args["seconds"]
             sent = 0
@@ -102,7 +104,7 @@ def rocketq_producer(namesrv: str, index: int, args: dict[str, Any], go_at: floa
                         await producer.send(msgs[0], queue=mq)
 
             await asyncio.gather(*(lane(i + index) for i in range(args["inflight"])))
-            out.put(("producer", index, sent, start, time.monotonic()))
+            out.put(("producer", index, sent, start, time.monotonic(), time.process_time() - cpu0))
 
     asyncio.run(main())
 
@@ -140,10 +142,12 @@ def rocketq_consumer(namesrv: str, index: int, args: dict[str, Any], counter: An
                     break
                 await asyncio.sleep(0.1)
             await asyncio.sleep(1.0)
+            cpu0 = time.process_time()
             ready.release()
             while not stop.is_set():
                 await asyncio.sleep(0.05)
-        out.put(("consumer", index, count, last, latencies))
+            cpu = time.process_time() - cpu0
+        out.put(("consumer", index, count, last, latencies, cpu))
 
     asyncio.run(main())
 
@@ -153,6 +157,7 @@ def redis_producer(port: int, index: int, args: dict[str, Any], go_at: float, ra
 
     client = redis.Redis(host="127.0.0.1", port=port)
     time.sleep(max(0.0, go_at - time.time()))
+    cpu0 = time.process_time()
     start = time.monotonic()
     deadline = start + args["seconds"]
     sent = 0
@@ -183,7 +188,7 @@ def redis_producer(port: int, index: int, args: dict[str, Any], go_at: float, ra
     for t in threads:
         t.join()
     client.close()
-    out.put(("producer", index, sent, start, time.monotonic()))
+    out.put(("producer", index, sent, start, time.monotonic(), time.process_time() - cpu0))
 
 
 def redis_consumer(port: int, index: int, args: dict[str, Any], counter: Any, stop: Any, ready: Any,
@@ -195,6 +200,7 @@ def redis_consumer(port: int, index: int, args: dict[str, Any], counter: Any, st
     count = 0
     last = 0.0
     name = f"c{index}"
+    cpu0 = time.process_time()
     ready.release()
     while not stop.is_set():
         reply = client.xreadgroup(GROUP, name, {STREAM: ">"}, count=args["batch"], block=100)
@@ -211,7 +217,7 @@ def redis_consumer(port: int, index: int, args: dict[str, Any], counter: Any, st
         last = time.monotonic()
         with counter.get_lock():
             counter.value += len(ids)
-    out.put(("consumer", index, count, last, latencies))
+    out.put(("consumer", index, count, last, latencies, time.process_time() - cpu0))
 
 
 # -- one phase ---------------------------------------------------------------------------------------------
@@ -287,6 +293,10 @@ def run_phase(system: str, server: Any, args: dict[str, Any], rate: float | None
         # message consumed: steadier than throughput on a shared machine.
         "server_cpu_us_per_msg": round((cpu_after - cpu_before) / consumed * 1e6, 1)
         if cpu_before is not None and cpu_after is not None and consumed else None,
+        # The clients' own CPU time (each process's, summed) per message: what the producers and the consumers
+        # cost on the same two cores as the server.
+        "producer_cpu_us_per_msg": round(sum(r[5] for r in prods) / consumed * 1e6, 1) if consumed else None,
+        "consumer_cpu_us_per_msg": round(sum(r[5] for r in cons) / consumed * 1e6, 1) if consumed else None,
     }
 
 
@@ -312,16 +322,19 @@ def create_topic(namesrv: str, queues: int) -> None:
     asyncio.run(go())
 
 
+_CPU_COLUMNS = ("server_cpu_us_per_msg", "producer_cpu_us_per_msg", "consumer_cpu_us_per_msg")
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = ["system", "phase", "offered msg/s", "sent", "consumed", "msg/s", "MiB/s", "p50 ms", "p99 ms",
-            "server us/msg"]
+            "server us/msg", "producers us/msg", "consumers us/msg"]
     lines = [head]
     for r in rows:
         lines.append([r["system"], r["phase"], f"{r['offered_rate']:.0f}" if r["offered_rate"] else "max",
                       str(r["sent"]), str(r["consumed"]), f"{r['throughput']:.0f}", f"{r['mib_per_s']:.1f}",
                       "-" if r["p50_ms"] is None else f"{r['p50_ms']:.2f}",
                       "-" if r["p99_ms"] is None else f"{r['p99_ms']:.2f}",
-                      "-" if r["server_cpu_us_per_msg"] is None else f"{r['server_cpu_us_per_msg']:.1f}"])  # fmt: skip
+                      *("-" if r[k] is None else f"{r[k]:.1f}" for k in _CPU_COLUMNS)])  # fmt: skip
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in lines)
 
