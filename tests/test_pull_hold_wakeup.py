@@ -20,6 +20,7 @@ from rocketq.common.codec import encode_batch_body
 from rocketq.common.heartbeat import SubscriptionData
 from rocketq.common.javacompat import java_string_hash
 from rocketq.common.message import Message
+from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand
 from rocketq.remoting.transport import RemotingConnection
@@ -30,6 +31,9 @@ from rocketq.store.store_config import MessageStoreConfig
 def _stop_reput_thread(broker: BrokerController) -> None:
     """Leave the loop dispatcher (and delivery threads) as the only dispatchers: nothing else would put a new
     record into its consume queue, so a held pull answered with it was woken through them."""
+    # What was appended so far first: the thread makes new queues' first files (the loop does not wait on the
+    # disk), so a queue the test uses must have its file before the thread goes.
+    assert broker.store.wait_dispatched(10)
     reput = broker.store.reput
     assert reput is not None and reput._thread is not None
     reput._stopped.set()
@@ -147,6 +151,10 @@ def test_a_delivered_delay_message_wakes_a_held_pull_without_the_reput_thread(tm
         async with running_broker(tmp_path / "s", messageDelayLevel="1s 2s") as broker, client_of(broker) as client:
             assert (await client.invoke(send_v2("D", b"now"))).code == ResponseCode.SUCCESS  # makes the topic
             _stop_reput_thread(broker)
+            # The level's queue gets its first unit now: its file is the thread's to make, made here instead.
+            parked = broker.store.find_consume_queue(RMQ_SYS_SCHEDULE_TOPIC, 0)
+            assert parked is not None
+            parked.prepare_first_file(broker.store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, 0))
             offset = broker.store.get_max_offset_in_queue("D", 0)
             held = asyncio.ensure_future(client.invoke(pull_request("g", "D", 0, offset, suspend_ms=20_000),
                                                        timeout=30))  # fmt: skip
@@ -171,13 +179,17 @@ def test_the_reput_thread_leaves_a_steady_stream_to_the_loop_and_takes_over_a_st
             store = broker.store
             reput = store.reput
             assert reput is not None and reput.fallback_only
+            # The queue's first unit: the thread makes its file (the loop does not wait on the disk), then the loop
+            # has the queue.
+            assert store.put_message(Message("Steady", b"first", 0, {}), 0).ok
+            await settle(broker)
             by_thread: list[int] = []
             real = reput.do_reput
 
-            def watched(budget: int | None = None, until: int | None = None) -> bool:
+            def watched(budget: int | None = None, until: int | None = None, *, make_files: bool = True) -> bool:
                 if threading.current_thread() is reput._thread and reput.behind() > 0:
                     by_thread.append(reput.reput_from_offset)
-                return real(budget, until)
+                return real(budget, until, make_files=make_files)
 
             reput.do_reput = watched  # type: ignore[method-assign]
             for i in range(60):
@@ -192,7 +204,7 @@ def test_the_reput_thread_leaves_a_steady_stream_to_the_loop_and_takes_over_a_st
             assert store.put_message(Message("Steady", b"stalled", 0, {}), 0).ok
             time.sleep(0.4)  # the loop stops turning: its dispatch turn cannot run
             assert len(by_thread) > taken, "the thread did not take over"
-            assert store.get_max_offset_in_queue("Steady", 0) == 61
+            assert store.get_max_offset_in_queue("Steady", 0) == 62
 
     run(scenario())
 
@@ -202,8 +214,9 @@ class _Reput:
         self.calls: list[tuple[int | None, int]] = []
         self.busy = 0  # calls still to find the lock taken (the thread dispatching)
 
-    def dispatch_now(self, budget: int | None = None, wait: float = 0.0) -> bool:
+    def dispatch_now(self, budget: int | None = None, wait: float = 0.0, *, make_files: bool = True) -> bool:
         assert wait == LOCK_WAIT_S
+        assert not make_files  # the loop never waits on the disk for a new queue's file
         self.calls.append((budget, threading.get_ident()))
         if self.busy:
             self.busy -= 1

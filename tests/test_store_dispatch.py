@@ -614,3 +614,60 @@ def test_the_handed_over_rows_used_are_those_that_follow_each_other_within_the_r
             reached += row[3]
             count += 1
         assert _rows_in_order(rows, start, end) == (count, reached)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("first_offset", [0, 7])
+def test_a_dispatch_that_must_not_wait_on_the_disk_leaves_new_queues_files_to_the_reput_thread(
+        tmp_path: Path, first_offset: int) -> None:  # fmt: skip
+    """The broker's event loop dispatches with ``make_files=False``: it stops before the first unit of a queue
+    that has no file (making one is file-system work that took milliseconds a queue on a busy disk, and a topic
+    of 1024 queues stalled sends for seconds), and the reput thread makes the file and goes on. The units are
+    those of the usual way, filler units and minimum offset included when a queue's first unit is not at 0."""
+    import threading
+
+    from rocketq.store import mapped_file
+
+    made_by: list[str] = []
+    create = mapped_file.MappedFile.create.__func__  # type: ignore[attr-defined]
+
+    def recording_create(cls: Any, directory: Path, *args: Any, **kw: Any) -> Any:
+        if "consumequeue" in directory.parts:
+            made_by.append(threading.current_thread().name)
+        return create(cls, directory, *args, **kw)
+
+    expected: list[list[tuple[int, int, int]]] = []
+    for way in ("usual", "loop"):
+        with MessageStore(small_config(tmp_path / way)) as store:
+            store.put_message(Message("Old", b"o", 0, {}), 0)
+            assert store.wait_dispatched()
+            reput = store.reput
+            assert reput is not None
+            store.commit_log.on_append = None  # the thread is not woken by appends: only by dispatch_now
+            store.commit_log.topic_queue_table["New-3"] = first_offset
+            for i in range(5):
+                store.put_message(Message("Old" if i == 2 else "New", b"m%d" % i, 0, {}), 0 if i == 2 else 3)
+            made_by.clear()
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(mapped_file.MappedFile, "create", classmethod(recording_create))
+                if way == "loop":
+                    assert reput.dispatch_now(make_files=False)
+                    cq = store.find_consume_queue("New", 3, create=False)
+                    assert cq is None or not cq.has_file()  # stopped before the new queue's first unit
+                    assert reput.reput_from_offset < store.commit_log.get_max_offset()
+                    assert made_by == []
+                else:
+                    assert reput.dispatch_now()
+                assert store.wait_dispatched()
+            if way == "loop":
+                assert made_by == ["ReputMessageService"]
+            cq = store.find_consume_queue("New", 3, create=False)
+            assert cq is not None
+            assert store.get_min_offset_in_queue("New", 3) == first_offset
+            assert store.get_max_offset_in_queue("New", 3) == first_offset + 4
+            got = store.get_message("g", "New", 3, first_offset, 10)
+            assert [m.body for m in got.decode()] == [b"m0", b"m1", b"m3", b"m4"]
+            assert [m.body for m in store.get_message("g", "Old", 0, 0, 10).decode()] == [b"o", b"m2"]
+            mf = cq.queue.files[0]
+            units = np.frombuffer(mf.mm[: (first_offset + 4) * 20], dtype=CQ_DTYPE)
+            expected.append([(int(u["phys"]), int(u["size"]), int(u["tags"])) for u in units])
+    assert expected[0] == expected[1]

@@ -130,7 +130,7 @@ class LoopDispatcher:
         self._dispatching = True  # an append made while dispatching (none is expected) waits for the next turn
         try:
             reput = self._store.reput
-            if reput is not None and not reput.dispatch_now(RECORDS_PER_TURN, LOCK_WAIT_S):
+            if reput is not None and not reput.dispatch_now(RECORDS_PER_TURN, LOCK_WAIT_S, make_files=False):
                 # The thread is dispatching, maybe not as far as this turn's appends: again in the next turn, as an
                 # append asks (waking the thread instead kept it at work, with the lock, while this loop held the
                 # GIL).

@@ -54,6 +54,9 @@ class ConsumeQueue:
         self.queue = MappedFileQueue(root / topic / str(queue_id), self.mapped_file_size, read_only=read_only)
         self.max_physic_offset = -1  # end (offset + size) of the last unit written
         self.min_logic_offset = 0  # bytes
+        # The first file was made ahead of the first unit (prepare_first_file): that unit goes in as into a file
+        # made for it (Java's isFirstCreateInQueue).
+        self._first_file_unused = False
 
     # --- load and recovery -----------------------------------------------------
     def load(self) -> bool:
@@ -157,15 +160,32 @@ class ConsumeQueue:
         self.queue.set_flushed_and_committed(min(self.queue.flushed_where, end))
 
     # --- writing -----------------------------------------------------------------
+    def has_file(self) -> bool:
+        """Whether the queue has a file to take units (a new queue has none until its first unit or
+        :meth:`prepare_first_file`)."""
+        return bool(self.queue.files)
+
+    def prepare_first_file(self, cq_offset: int) -> None:
+        """Make the file a new queue's first unit, of queue offset *cq_offset*, goes into, before that unit.
+
+        Making a file is file-system work (a directory, a file, its size, a mapping) that takes milliseconds
+        on a busy disk: the broker has it done off its event loop, by the reput thread, for a queue's first
+        unit (a topic of 1024 queues, such as RocketMQ's ``BenchmarkTest``, has 1024 of them)."""
+        if self.queue.files:
+            return
+        if self.queue.get_last_mapped_file(cq_offset * CQ_STORE_UNIT_SIZE) is not None:
+            self._first_file_unused = True
+
     def put_message_position_info(self, phys: int, size: int, tags_code: int, cq_offset: int) -> bool:
         """Append the unit for queue offset *cq_offset* (§4.5); idempotent on replays."""
         if phys + size <= self.max_physic_offset:
             return True
         expect = cq_offset * CQ_STORE_UNIT_SIZE
-        first_in_queue = not self.queue.files
+        first_in_queue = not self.queue.files or self._first_file_unused
         mf = self.queue.get_last_mapped_file(expect)
         if mf is None:
             return False
+        self._first_file_unused = False
         if first_in_queue and cq_offset != 0 and mf.wrote_position == 0:
             self.min_logic_offset = expect
             self.queue.set_flushed_and_committed(expect)
@@ -241,7 +261,7 @@ class ConsumeQueue:
         """(last file, its write position, units that fit after it) when the unit of *cq_offset* continues the
         last file exactly, so that a run of units may be written there; else None (the unit goes alone)."""
         mf = self.queue.last()
-        if mf is None:
+        if mf is None or self._first_file_unused:  # the first unit of a queue: put_message_position_info
             return None
         pos = mf.wrote_position
         room = (self.mapped_file_size - pos) // CQ_STORE_UNIT_SIZE

@@ -89,6 +89,10 @@ class MappedFileQueue:
             if self.read_only:
                 raise StoreError("store is open read-only")
             with self._lock:
+                latest = self.last()
+                if latest is not last:  # another thread made it meanwhile (a queue's first file, made ahead)
+                    return latest if latest is not None and not latest.is_full() else self.get_last_mapped_file(
+                        start_offset, need_create)  # fmt: skip
                 try:
                     if self.allocator is not None:
                         mf = self.allocator(self.store_path, create_offset, self.mapped_file_size)

@@ -118,6 +118,10 @@ _ROWS_IN_A_LOOP = 256  # _rows_in_order: up to this many rows in a plain loop
 _UNITS_IN_A_LOOP = 128  # do_dispatch_batch: the units of a batch of at most this many records skip numpy
 
 
+_ROW_QUEUE_OFFSET = DispatchRequest._fields.index("consume_queue_offset")
+_ROW_SYS_FLAG = DispatchRequest._fields.index("sys_flag")
+
+
 def _listed(column: Sequence[Any]) -> Sequence[Any]:
     """A dispatch batch's column as plain Python values: a numpy column as a list, a list or tuple as it is."""
     return column.tolist() if isinstance(column, np.ndarray) else column
@@ -266,6 +270,9 @@ class ReputMessageService:
             # the GIL that dispatcher's thread holds) kept the lock from it for hundreds of ms at a time.
             until = self.store.commit_log.get_max_offset() if self.fallback_only else None
             try:
+                # New queues' first files are made before the lock is taken: meanwhile the loop dispatches up to
+                # the first record of such a queue, not kept waiting for the lock by the disk.
+                self.store.prepare_consume_queues([*self._rows, *(self.store.commit_log.handoff or ())])
                 with self._dispatch_lock:
                     self.do_reput(until=until)
             except Exception:  # pragma: no cover - a dispatcher bug must not kill the thread silently
@@ -273,19 +280,21 @@ class ReputMessageService:
                 time.sleep(0.1)
             stuck = self.reput_from_offset == before
 
-    def dispatch_now(self, budget: int | None = None, wait: float = 0.0) -> bool:
+    def dispatch_now(self, budget: int | None = None, wait: float = 0.0, *, make_files: bool = True) -> bool:
         """Dispatch what is appended in the caller's thread, now; False when another dispatcher is at work (the
         lock was not free within *wait* seconds): the caller tries again later.
 
         For an appender that wants its records in their queues (and their waiters woken) before it goes on,
         without handing over to the thread and back. At most *budget* records: when more are behind (or a record
-        cannot be read, or dispatch fails, logged), the thread is woken to take the rest.
+        cannot be read, or dispatch fails, logged), the thread is woken to take the rest. Without *make_files*
+        (an event loop, which must not wait on the disk), dispatch stops before a record that is the first unit
+        of its queue, and the thread makes that queue's file and goes on from there.
         """
         lock = self._dispatch_lock
         if not lock.acquire(timeout=wait):  # 0: one try
             return False
         try:
-            if not self.do_reput(budget):
+            if not self.do_reput(budget, make_files=make_files):
                 self.wakeup()
         except Exception:
             _log.exception("dispatch failed at %d", self.reput_from_offset)
@@ -294,11 +303,11 @@ class ReputMessageService:
             lock.release()
         return True
 
-    def do_reput(self, budget: int | None = None, until: int | None = None) -> bool:
+    def do_reput(self, budget: int | None = None, until: int | None = None, *, make_files: bool = True) -> bool:
         """Dispatch from ``reput_from_offset`` up to the readable end of the commit log, or *until* that offset
         (a record boundary), in rounds of at most ``DISPATCH_BATCH`` records and *budget* records in all. True when
         it got to the end it aimed at, False when it stopped short (out of budget, at a record it cannot read, or
-        stopping).
+        stopping, or, without *make_files*, at a record whose queue has no file yet: see :meth:`dispatch_now`).
 
         Records just appended come as rows from the hand-off (:meth:`CommitLog.take_handoff`),
         used only while each is the record at exactly the offset reached and ends within
@@ -337,6 +346,15 @@ class ReputMessageService:
             if k < n and rows[k][ROW_OFFSET] == offset:
                 chunk = rows[k : k + most]
                 count, reached = _rows_in_order(chunk, offset, end)
+                if not make_files:
+                    ready = store.rows_with_files(chunk, count)
+                    if ready < count:
+                        count = ready
+                        if count:
+                            last = chunk[count - 1]
+                            reached = last[ROW_OFFSET] + last[ROW_SIZE]  # type: ignore[operator]
+                        else:
+                            break  # the thread makes the file (woken by the caller) and goes on
                 if count:
                     if count < len(chunk):
                         chunk = chunk[:count]
@@ -747,6 +765,34 @@ class MessageStore:
             return cq
 
     # --- dispatch ----------------------------------------------------------------------
+    def _needs_first_file(self, row: tuple[Any, ...]) -> bool:
+        """Whether the unit of a dispatch row would be the first of a queue that has no file yet."""
+        if row[_ROW_SYS_FLAG] & TRANSACTION_PREPARED_TYPE:
+            return False  # no unit
+        queues = self.consume_queue_table.get(row[0])
+        cq = queues.get(row[1]) if queues is not None else None
+        return cq is None or not cq.queue.files
+
+    def rows_with_files(self, rows: Sequence[tuple[Any, ...]], count: int) -> int:
+        """How many of the first *count* dispatch rows come before a record whose unit would be the first of its
+        queue (a queue with no file yet: :meth:`ConsumeQueue.prepare_first_file`)."""
+        needs = self._needs_first_file
+        for i in range(count):
+            if needs(rows[i]):
+                return i
+        return count
+
+    def prepare_consume_queues(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Make the first file of every new queue that *rows* (dispatch rows) bring a unit to
+        (:meth:`ConsumeQueue.prepare_first_file`): file-system work, for a thread other than the event loop's."""
+        if self.read_only:
+            return
+        for row in rows:
+            if self._needs_first_file(row):
+                cq = self.find_consume_queue(row[0], row[1])
+                if cq is not None:
+                    cq.prepare_first_file(row[_ROW_QUEUE_OFFSET])
+
     def do_dispatch(self, req: DispatchRequest) -> None:
         """Build the consume-queue unit and index keys of one record (§4.4, §4.5, §5.5), then tell the
         arrival listener (if any). A read-only store builds nothing: its queues and index stay as found."""
