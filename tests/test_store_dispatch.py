@@ -652,7 +652,7 @@ def test_a_dispatch_that_must_not_wait_on_the_disk_leaves_new_queues_files_to_th
                 if way == "loop":
                     assert reput.dispatch_now(make_files=False)
                     cq = store.find_consume_queue("New", 3, create=False)
-                    assert cq is None or not cq.has_file()  # stopped before the new queue's first unit
+                    assert cq is None or not cq.queue.files  # stopped before the new queue's first unit
                     assert reput.reput_from_offset < store.commit_log.get_max_offset()
                     assert made_by == []
                 else:

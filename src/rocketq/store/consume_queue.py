@@ -160,11 +160,6 @@ class ConsumeQueue:
         self.queue.set_flushed_and_committed(min(self.queue.flushed_where, end))
 
     # --- writing -----------------------------------------------------------------
-    def has_file(self) -> bool:
-        """Whether the queue has a file to take units (a new queue has none until its first unit or
-        :meth:`prepare_first_file`)."""
-        return bool(self.queue.files)
-
     def prepare_first_file(self, cq_offset: int) -> None:
         """Make the file a new queue's first unit, of queue offset *cq_offset*, goes into, before that unit.
 

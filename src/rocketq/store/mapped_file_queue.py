@@ -80,34 +80,34 @@ class MappedFileQueue:
     def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
         """The last file; a new one when there is none or it is full (and *need_create*)."""
         last = self.last()
-        create_offset = -1
-        if last is None:
-            create_offset = start_offset - start_offset % self.mapped_file_size
-        elif last.is_full():
-            create_offset = last.file_from_offset + self.mapped_file_size
-        if create_offset >= 0 and need_create:
-            if self.read_only:
-                raise StoreError("store is open read-only")
-            with self._lock:
-                latest = self.last()
-                if latest is not last:  # another thread made it meanwhile (a queue's first file, made ahead)
-                    return latest if latest is not None and not latest.is_full() else self.get_last_mapped_file(
-                        start_offset, need_create)  # fmt: skip
-                try:
-                    if self.allocator is not None:
-                        mf = self.allocator(self.store_path, create_offset, self.mapped_file_size)
-                    else:
-                        mf = MappedFile.create(self.store_path, create_offset, self.mapped_file_size, warm=self.warm)
-                except (StoreError, OSError) as e:
-                    # A full disk, for one: the caller reports CREATE_MAPEDFILE_FAILED.
-                    log.error("cannot create the mapped file at offset %d in %s: %s", create_offset,
-                              self.store_path, e)  # fmt: skip
-                    return None
-                if mf is None:
-                    return None
-                self.files.append(mf)
-            return mf
-        return last
+        if not need_create or (last is not None and not last.is_full()):
+            return last
+        if self.read_only:
+            raise StoreError("store is open read-only")
+        with self._lock:
+            # Looked at again under the lock: another thread may have made the file meanwhile (a consume
+            # queue's first file is made ahead by the reput thread).
+            last = self.last()
+            if last is None:
+                create_offset = start_offset - start_offset % self.mapped_file_size
+            elif last.is_full():
+                create_offset = last.file_from_offset + self.mapped_file_size
+            else:
+                return last
+            try:
+                if self.allocator is not None:
+                    mf = self.allocator(self.store_path, create_offset, self.mapped_file_size)
+                else:
+                    mf = MappedFile.create(self.store_path, create_offset, self.mapped_file_size, warm=self.warm)
+            except (StoreError, OSError) as e:
+                # A full disk, for one: the caller reports CREATE_MAPEDFILE_FAILED.
+                log.error("cannot create the mapped file at offset %d in %s: %s", create_offset,
+                          self.store_path, e)  # fmt: skip
+                return None
+            if mf is None:
+                return None
+            self.files.append(mf)
+        return mf
 
     def find_mapped_file_by_offset(self, offset: int, return_first_on_not_found: bool = False) -> MappedFile | None:
         files = self.files

@@ -230,6 +230,9 @@ class ReputMessageService:
         self._dispatch_lock = threading.Lock()
         #: Another dispatcher is in charge: the thread is only its fallback (class docstring).
         self.fallback_only = False
+        # A dispatch that must not wait on the disk stopped at the first unit of a queue with no file: the thread
+        # makes the files of the new queues before it takes the lock (dispatch_now).
+        self._files_wanted = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
@@ -270,9 +273,11 @@ class ReputMessageService:
             # the GIL that dispatcher's thread holds) kept the lock from it for hundreds of ms at a time.
             until = self.store.commit_log.get_max_offset() if self.fallback_only else None
             try:
-                # New queues' first files are made before the lock is taken: meanwhile the loop dispatches up to
-                # the first record of such a queue, not kept waiting for the lock by the disk.
-                self.store.prepare_consume_queues([*self._rows, *(self.store.commit_log.handoff or ())])
+                if self._files_wanted:
+                    # New queues' first files are made before the lock is taken: meanwhile the loop goes on
+                    # dispatching up to the first record of such a queue, not kept waiting for the lock by the disk.
+                    self._files_wanted = False
+                    self.store.prepare_consume_queues([*self._rows, *(self.store.commit_log.handoff or ())])
                 with self._dispatch_lock:
                     self.do_reput(until=until)
             except Exception:  # pragma: no cover - a dispatcher bug must not kill the thread silently
@@ -354,7 +359,8 @@ class ReputMessageService:
                             last = chunk[count - 1]
                             reached = last[ROW_OFFSET] + last[ROW_SIZE]  # type: ignore[operator]
                         else:
-                            break  # the thread makes the file (woken by the caller) and goes on
+                            self._files_wanted = True  # the thread makes the files (woken by the caller)
+                            break
                 if count:
                     if count < len(chunk):
                         chunk = chunk[:count]
@@ -765,13 +771,14 @@ class MessageStore:
             return cq
 
     # --- dispatch ----------------------------------------------------------------------
+    def _queue_has_file(self, topic: str, queue_id: int) -> bool:
+        queues = self.consume_queue_table.get(topic)
+        cq = queues.get(queue_id) if queues is not None else None
+        return cq is not None and bool(cq.queue.files)
+
     def _needs_first_file(self, row: tuple[Any, ...]) -> bool:
         """Whether the unit of a dispatch row would be the first of a queue that has no file yet."""
-        if row[_ROW_SYS_FLAG] & TRANSACTION_PREPARED_TYPE:
-            return False  # no unit
-        queues = self.consume_queue_table.get(row[0])
-        cq = queues.get(row[1]) if queues is not None else None
-        return cq is None or not cq.queue.files
+        return not row[_ROW_SYS_FLAG] & TRANSACTION_PREPARED_TYPE and not self._queue_has_file(row[0], row[1])
 
     def rows_with_files(self, rows: Sequence[tuple[Any, ...]], count: int) -> int:
         """How many of the first *count* dispatch rows come before a record whose unit would be the first of its
