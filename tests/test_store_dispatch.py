@@ -629,11 +629,19 @@ def test_a_dispatch_that_must_not_wait_on_the_disk_leaves_new_queues_files_to_th
 
     made_by: list[str] = []
     create = mapped_file.MappedFile.create.__func__  # type: ignore[attr-defined]
+    touch = mapped_file.MappedFile.touch_for_write
+    touched: list[tuple[str, int, int, bool]] = []  # thread, range, whether the queue had the file already
+    queue_files: list[list[Any]] = []
 
     def recording_create(cls: Any, directory: Path, *args: Any, **kw: Any) -> Any:
         if "consumequeue" in directory.parts:
             made_by.append(threading.current_thread().name)
         return create(cls, directory, *args, **kw)
+
+    def recording_touch(mf: Any, start: int, end: int) -> None:
+        if "consumequeue" in mf.path.parts:
+            touched.append((threading.current_thread().name, start, end, any(mf in f for f in queue_files)))
+        touch(mf, start, end)
 
     expected: list[list[tuple[int, int, int]]] = []
     for way in ("usual", "loop"):
@@ -647,9 +655,12 @@ def test_a_dispatch_that_must_not_wait_on_the_disk_leaves_new_queues_files_to_th
             for i in range(5):
                 store.put_message(Message("Old" if i == 2 else "New", b"m%d" % i, 0, {}), 0 if i == 2 else 3)
             made_by.clear()
+            touched.clear()
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(mapped_file.MappedFile, "create", classmethod(recording_create))
+                mp.setattr(mapped_file.MappedFile, "touch_for_write", recording_touch)
                 if way == "loop":
+                    queue_files.append(store.find_consume_queue("New", 3).queue.files)
                     assert reput.dispatch_now(make_files=False)
                     cq = store.find_consume_queue("New", 3, create=False)
                     assert cq is None or not cq.queue.files  # stopped before the new queue's first unit
@@ -660,6 +671,10 @@ def test_a_dispatch_that_must_not_wait_on_the_disk_leaves_new_queues_files_to_th
                 assert store.wait_dispatched()
             if way == "loop":
                 assert made_by == ["ReputMessageService"]
+                # The pages of its first unit (and of the filler before it) were written first through the file,
+                # before the file was in the queue: the loop's first write through the mapping is then no
+                # longer the new file's first (milliseconds of file-system work here, with the GIL held).
+                assert touched == [("ReputMessageService", 0, first_offset * 20 + 20, False)]
             cq = store.find_consume_queue("New", 3, create=False)
             assert cq is not None
             assert store.get_min_offset_in_queue("New", 3) == first_offset

@@ -165,10 +165,18 @@ class ConsumeQueue:
 
         Making a file is file-system work (a directory, a file, its size, a mapping) that takes milliseconds
         on a busy disk: the broker has it done off its event loop, by the reput thread, for a queue's first
-        unit (a topic of 1024 queues, such as RocketMQ's ``BenchmarkTest``, has 1024 of them)."""
+        unit (a topic of 1024 queues, such as RocketMQ's ``BenchmarkTest``, has 1024 of them). The file comes
+        with the pages of the unit and of the filler units before it faulted in (``MappedFile.touch_for_write``).
+        """
         if self.queue.files:
             return
-        if self.queue.get_last_mapped_file(cq_offset * CQ_STORE_UNIT_SIZE) is not None:
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        end = expect % self.mapped_file_size + CQ_STORE_UNIT_SIZE
+
+        def touch(mf: MappedFile) -> None:
+            mf.touch_for_write(0, end)
+
+        if self.queue.get_last_mapped_file(expect, before_use=touch) is not None:
             self._first_file_unused = True
 
     def put_message_position_info(self, phys: int, size: int, tags_code: int, cq_offset: int) -> bool:

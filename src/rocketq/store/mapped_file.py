@@ -257,6 +257,23 @@ class MappedFile:
         finally:
             del view
 
+    def touch_for_write(self, start: int, end: int) -> None:
+        """Reserve the blocks of [start, end) and write those bytes over with what they hold, through the file.
+
+        For a file nobody else writes yet. The first write through the mapping of a new file costs milliseconds
+        here (2.4 ms, the page fault's file-system work, with the GIL held by whoever writes), where a write
+        through the descriptor first costs 20 µs, the GIL let go, and the mapping's first write then 8 µs. A new
+        consume queue's first unit was such a write on the broker's event loop, 1,024 of them for a topic of
+        1,024 queues; made ahead by the reput thread, its file comes touched here.
+        """
+        if self.read_only or start >= end:
+            return
+        self.reserve_ahead(start, end)
+        try:
+            os.pwrite(self._fd, os.pread(self._fd, end - start, start), start)
+        except OSError as e:
+            raise StoreError(f"cannot write to {self.path}: {e.strerror}") from e
+
     def pre_touch(self, start: int = 0, end: int | None = None) -> None:
         """Bring the pages of [start, end) into the page cache by reading the file (no dirty pages, no disk writes).
 

@@ -77,8 +77,12 @@ class MappedFileQueue:
     def last(self) -> MappedFile | None:
         return self.files[-1] if self.files else None
 
-    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
-        """The last file; a new one when there is none or it is full (and *need_create*)."""
+    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True,
+                             before_use: Callable[[MappedFile], None] | None = None) -> MappedFile | None:  # fmt: skip
+        """The last file; a new one when there is none or it is full (and *need_create*).
+
+        *before_use* is called with a new file before any other thread can see it (say, to fault in the pages
+        its first writes go to)."""
         last = self.last()
         if not need_create or (last is not None and not last.is_full()):
             return last
@@ -106,6 +110,13 @@ class MappedFileQueue:
                 return None
             if mf is None:
                 return None
+            if before_use is not None:
+                try:
+                    before_use(mf)
+                except (StoreError, OSError) as e:
+                    log.error("cannot prepare the mapped file %s: %s", mf.path, e)
+                    mf.destroy()
+                    return None
             self.files.append(mf)
         return mf
 
