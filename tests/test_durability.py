@@ -1042,7 +1042,7 @@ def test_consume_queue_units_are_copied_into_blocks_reserved_ahead(
 
 def test_a_new_queues_file_made_ahead_is_touched_or_not_made(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """The reput thread makes a new queue's first file ahead of its first unit (``prepare_first_file``) and
+    """The reput thread makes a new queue's first file ahead of its first unit (``prepare_file``) and
     writes the pages that unit and the filler before it go to over through the file, keeping their bytes. With
     no room on the disk for them, no file is made (none left behind) and the unit is refused later as usual."""
     from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
@@ -1051,7 +1051,7 @@ def test_a_new_queues_file_made_ahead_is_touched_or_not_made(
     per_file = 1000 * CQ_STORE_UNIT_SIZE
     cq = ConsumeQueue("T", 0, tmp_path, per_file)
     disk.full = True
-    cq.prepare_first_file(1007)
+    cq.prepare_file(1007)
     assert cq.queue.files == [] and not (tmp_path / "T" / "0" / f"{per_file:020d}").exists()
     disk.full = False
     writes: list[tuple[int, int]] = []
@@ -1062,7 +1062,7 @@ def test_a_new_queues_file_made_ahead_is_touched_or_not_made(
         return real_pwrite(fd, data, offset)
 
     monkeypatch.setattr(os, "pwrite", pwrite)
-    cq.prepare_first_file(1007)  # the second file: unit 7 of it, after 7 filler units
+    cq.prepare_file(1007)  # the second file: unit 7 of it, after 7 filler units
     assert [f.file_from_offset for f in cq.queue.files] == [per_file]
     assert writes == [(0, 8 * CQ_STORE_UNIT_SIZE)] and disk.reserved[-1][0] == 0
     assert cq.queue.files[0].mm[: 8 * CQ_STORE_UNIT_SIZE] == bytes(8 * CQ_STORE_UNIT_SIZE)  # as they were

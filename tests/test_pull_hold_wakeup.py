@@ -154,7 +154,7 @@ def test_a_delivered_delay_message_wakes_a_held_pull_without_the_reput_thread(tm
             # The level's queue gets its first unit now: its file is the thread's to make, made here instead.
             parked = broker.store.find_consume_queue(RMQ_SYS_SCHEDULE_TOPIC, 0)
             assert parked is not None
-            parked.prepare_first_file(broker.store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, 0))
+            parked.prepare_file(broker.store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, 0))
             offset = broker.store.get_max_offset_in_queue("D", 0)
             held = asyncio.ensure_future(client.invoke(pull_request("g", "D", 0, offset, suspend_ms=20_000),
                                                        timeout=30))  # fmt: skip

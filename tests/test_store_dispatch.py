@@ -616,13 +616,15 @@ def test_the_handed_over_rows_used_are_those_that_follow_each_other_within_the_r
         assert _rows_in_order(rows, start, end) == (count, reached)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("first_offset", [0, 7])
-def test_a_dispatch_that_must_not_wait_on_the_disk_leaves_new_queues_files_to_the_reput_thread(
-        tmp_path: Path, first_offset: int) -> None:  # fmt: skip
-    """The broker's event loop dispatches with ``make_files=False``: it stops before the first unit of a queue
-    that has no file (making one is file-system work that took milliseconds a queue on a busy disk, and a topic
-    of 1024 queues stalled sends for seconds), and the reput thread makes the file and goes on. The units are
-    those of the usual way, filler units and minimum offset included when a queue's first unit is not at 0."""
+@pytest.mark.parametrize(("before", "first_offset"), [(0, 0), (0, 7), (30, 0)],
+                         ids=["first unit at 0", "first unit at 7", "next file"])  # fmt: skip
+def test_a_dispatch_that_must_not_wait_on_the_disk_leaves_consume_queue_files_to_the_reput_thread(
+        tmp_path: Path, before: int, first_offset: int) -> None:  # fmt: skip
+    """The broker's event loop dispatches with ``make_files=False``: it stops before a unit whose consume-queue
+    file is not made yet, a new queue's first or the next after a full one (making one is file-system work that
+    took milliseconds a queue on a busy disk, and a topic of 1024 queues stalled sends for seconds), and the reput
+    thread makes the file and goes on. The units are those of the usual way, filler units and minimum offset
+    included when a queue's first unit is not at 0. (*before* units fill the queue's first file of 30 first.)"""
     import threading
 
     from rocketq.store import mapped_file
@@ -644,14 +646,17 @@ def test_a_dispatch_that_must_not_wait_on_the_disk_leaves_new_queues_files_to_th
         touch(mf, start, end)
 
     expected: list[list[tuple[int, int, int]]] = []
+    first = first_offset + before  # queue offset of the first unit of the file made
     for way in ("usual", "loop"):
         with MessageStore(small_config(tmp_path / way)) as store:
             store.put_message(Message("Old", b"o", 0, {}), 0)
+            store.commit_log.topic_queue_table["New-3"] = first_offset
+            for i in range(before):
+                store.put_message(Message("New", b"b%d" % i, 0, {}), 3)
             assert store.wait_dispatched()
             reput = store.reput
             assert reput is not None
             store.commit_log.on_append = None  # the thread is not woken by appends: only by dispatch_now
-            store.commit_log.topic_queue_table["New-3"] = first_offset
             for i in range(5):
                 store.put_message(Message("Old" if i == 2 else "New", b"m%d" % i, 0, {}), 0 if i == 2 else 3)
             made_by.clear()
@@ -660,10 +665,11 @@ def test_a_dispatch_that_must_not_wait_on_the_disk_leaves_new_queues_files_to_th
                 mp.setattr(mapped_file.MappedFile, "create", classmethod(recording_create))
                 mp.setattr(mapped_file.MappedFile, "touch_for_write", recording_touch)
                 if way == "loop":
-                    queue_files.append(store.find_consume_queue("New", 3).queue.files)
+                    cq = store.find_consume_queue("New", 3)
+                    assert cq is not None and len(cq.queue.files) == before // 30
+                    queue_files.append(cq.queue.files)
                     assert reput.dispatch_now(make_files=False)
-                    cq = store.find_consume_queue("New", 3, create=False)
-                    assert cq is None or not cq.queue.files  # stopped before the new queue's first unit
+                    assert len(cq.queue.files) == before // 30  # stopped before the first unit of a new file
                     assert reput.reput_from_offset < store.commit_log.get_max_offset()
                     assert made_by == []
                 else:
@@ -671,18 +677,46 @@ def test_a_dispatch_that_must_not_wait_on_the_disk_leaves_new_queues_files_to_th
                 assert store.wait_dispatched()
             if way == "loop":
                 assert made_by == ["ReputMessageService"]
-                # The pages of its first unit (and of the filler before it) were written first through the file,
-                # before the file was in the queue: the loop's first write through the mapping is then no
+                # The pages of the file's first unit (and of the filler before it) were written first through the
+                # file, before the file was in the queue: the loop's first write through the mapping is then no
                 # longer the new file's first (milliseconds of file-system work here, with the GIL held).
                 assert touched == [("ReputMessageService", 0, first_offset * 20 + 20, False)]
             cq = store.find_consume_queue("New", 3, create=False)
-            assert cq is not None
+            assert cq is not None and len(cq.queue.files) == before // 30 + 1
             assert store.get_min_offset_in_queue("New", 3) == first_offset
-            assert store.get_max_offset_in_queue("New", 3) == first_offset + 4
-            got = store.get_message("g", "New", 3, first_offset, 10)
+            assert store.get_max_offset_in_queue("New", 3) == first + 4
+            got = store.get_message("g", "New", 3, first, 10)
             assert [m.body for m in got.decode()] == [b"m0", b"m1", b"m3", b"m4"]
             assert [m.body for m in store.get_message("g", "Old", 0, 0, 10).decode()] == [b"o", b"m2"]
-            mf = cq.queue.files[0]
-            units = np.frombuffer(mf.mm[: (first_offset + 4) * 20], dtype=CQ_DTYPE)
+            mf = cq.queue.files[-1]
+            units = np.frombuffer(mf.mm[: (first % 30 + 4) * 20], dtype=CQ_DTYPE)
             expected.append([(int(u["phys"]), int(u["size"]), int(u["tags"])) for u in units])
     assert expected[0] == expected[1]
+
+
+def test_a_queue_makes_its_next_file_ahead_only_once_the_last_is_full(tmp_path: Path) -> None:
+    """``ConsumeQueue.prepare_file`` off the loop: the next file only once every unit of the last is in (made
+    earlier, the last's remaining units would go into it), and only for a unit that goes into that next file."""
+    from rocketq.store.consume_queue import ConsumeQueue
+
+    cq = ConsumeQueue("T", 0, tmp_path, 30 * 20)
+    assert cq.needs_file(0)
+    cq.prepare_file(0)
+    assert [f.file_from_offset for f in cq.queue.files] == [0] and not cq.needs_file(29) and cq.needs_file(30)
+    for q in range(29):
+        assert cq.put_message_position_info(q * 100, 100, 0, q)
+    cq.prepare_file(30)  # unit 29 is still to come
+    cq.prepare_file(61)  # not the next file's
+    assert len(cq.queue.files) == 1
+    assert cq.put_message_position_info(2900, 100, 0, 29)
+    cq.prepare_file(61)
+    assert len(cq.queue.files) == 1
+    cq.prepare_file(30)
+    assert [f.file_from_offset for f in cq.queue.files] == [0, 600] and not cq.needs_file(59)
+    cq.prepare_file(31)  # made already
+    assert len(cq.queue.files) == 2
+    assert cq.put_message_position_info(3000, 100, 0, 30)
+    assert cq.get_min_offset_in_queue() == 0 and cq.get_max_offset_in_queue() == 31
+    assert [int(u["phys"]) for u in cq.get_index_buffer(28, 3)] == [2800, 2900]  # type: ignore[union-attr]
+    assert [int(u["phys"]) for u in cq.get_index_buffer(30, 3)] == [3000]  # type: ignore[union-attr]
+    cq.close()

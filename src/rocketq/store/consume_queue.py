@@ -54,7 +54,7 @@ class ConsumeQueue:
         self.queue = MappedFileQueue(root / topic / str(queue_id), self.mapped_file_size, read_only=read_only)
         self.max_physic_offset = -1  # end (offset + size) of the last unit written
         self.min_logic_offset = 0  # bytes
-        # The first file was made ahead of the first unit (prepare_first_file): that unit goes in as into a file
+        # The first file was made ahead of the first unit (prepare_file): that unit goes in as into a file
         # made for it (Java's isFirstCreateInQueue).
         self._first_file_unused = False
 
@@ -160,23 +160,36 @@ class ConsumeQueue:
         self.queue.set_flushed_and_committed(min(self.queue.flushed_where, end))
 
     # --- writing -----------------------------------------------------------------
-    def prepare_first_file(self, cq_offset: int) -> None:
-        """Make the file a new queue's first unit, of queue offset *cq_offset*, goes into, before that unit.
+    def needs_file(self, cq_offset: int) -> bool:
+        """Whether the unit of queue offset *cq_offset* would go into a file the queue does not have yet."""
+        files = self.queue.files
+        return not files or cq_offset * CQ_STORE_UNIT_SIZE >= files[-1].file_from_offset + self.mapped_file_size
+
+    def prepare_file(self, cq_offset: int) -> None:
+        """Make the file the unit of queue offset *cq_offset* goes into, before that unit: a new queue's first
+        file, or the next one once the last is full (while units before it are still to come, nothing: whoever
+        dispatches them makes it in its turn).
 
         Making a file is file-system work (a directory, a file, its size, a mapping) that takes milliseconds
-        on a busy disk: the broker has it done off its event loop, by the reput thread, for a queue's first
-        unit (a topic of 1024 queues, such as RocketMQ's ``BenchmarkTest``, has 1024 of them). The file comes
-        with the pages of the unit and of the filler units before it faulted in (``MappedFile.touch_for_write``).
+        on a busy disk: the broker has it done off its event loop, by the reput thread (a topic of 1024 queues,
+        such as RocketMQ's ``BenchmarkTest``, has 1024 first units; a queue of 300,000-unit files rolls every
+        300,000). The file comes with the pages of the unit and of the filler units before it written over
+        (``MappedFile.touch_for_write``), a new file's first write through the mapping costing milliseconds too.
         """
-        if self.queue.files:
-            return
+        files = self.queue.files
         expect = cq_offset * CQ_STORE_UNIT_SIZE
+        first = not files
+        if not first:
+            last = files[-1]
+            begin = last.file_from_offset + self.mapped_file_size
+            if not last.is_full() or not begin <= expect < begin + self.mapped_file_size:
+                return
         end = expect % self.mapped_file_size + CQ_STORE_UNIT_SIZE
 
         def touch(mf: MappedFile) -> None:
             mf.touch_for_write(0, end)
 
-        if self.queue.get_last_mapped_file(expect, before_use=touch) is not None:
+        if self.queue.get_last_mapped_file(expect, before_use=touch) is not None and first:
             self._first_file_unused = True
 
     def put_message_position_info(self, phys: int, size: int, tags_code: int, cq_offset: int) -> bool:

@@ -90,7 +90,7 @@ class MappedFileQueue:
             raise StoreError("store is open read-only")
         with self._lock:
             # Looked at again under the lock: another thread may have made the file meanwhile (a consume
-            # queue's first file is made ahead by the reput thread).
+            # queue's files are made ahead by the reput thread).
             last = self.last()
             if last is None:
                 create_offset = start_offset - start_offset % self.mapped_file_size

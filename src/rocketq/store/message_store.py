@@ -230,8 +230,8 @@ class ReputMessageService:
         self._dispatch_lock = threading.Lock()
         #: Another dispatcher is in charge: the thread is only its fallback (class docstring).
         self.fallback_only = False
-        # A dispatch that must not wait on the disk stopped at the first unit of a queue with no file: the thread
-        # makes the files of the new queues before it takes the lock (dispatch_now).
+        # A dispatch that must not wait on the disk stopped at a unit whose consume-queue file is not made yet: the
+        # thread makes such files before it takes the lock (dispatch_now).
         self._files_wanted = False
 
     def start(self) -> None:
@@ -274,8 +274,8 @@ class ReputMessageService:
             until = self.store.commit_log.get_max_offset() if self.fallback_only else None
             try:
                 if self._files_wanted:
-                    # New queues' first files are made before the lock is taken: meanwhile the loop goes on
-                    # dispatching up to the first record of such a queue, not kept waiting for the lock by the disk.
+                    # Consume-queue files are made before the lock is taken: meanwhile the loop goes on dispatching
+                    # up to the first unit of such a file, not kept waiting for the lock by the disk.
                     self._files_wanted = False
                     self.store.prepare_consume_queues([*self._rows, *(self.store.commit_log.handoff or ())])
                 with self._dispatch_lock:
@@ -292,8 +292,9 @@ class ReputMessageService:
         For an appender that wants its records in their queues (and their waiters woken) before it goes on,
         without handing over to the thread and back. At most *budget* records: when more are behind (or a record
         cannot be read, or dispatch fails, logged), the thread is woken to take the rest. Without *make_files*
-        (an event loop, which must not wait on the disk), dispatch stops before a record that is the first unit
-        of its queue, and the thread makes that queue's file and goes on from there.
+        (an event loop, which must not wait on the disk), dispatch stops before a record whose unit would be the
+        first of a consume-queue file (a new queue's, or the next of a full one), and the thread makes that file
+        and goes on from there.
         """
         lock = self._dispatch_lock
         if not lock.acquire(timeout=wait):  # 0: one try
@@ -312,7 +313,7 @@ class ReputMessageService:
         """Dispatch from ``reput_from_offset`` up to the readable end of the commit log, or *until* that offset
         (a record boundary), in rounds of at most ``DISPATCH_BATCH`` records and *budget* records in all. True when
         it got to the end it aimed at, False when it stopped short (out of budget, at a record it cannot read, or
-        stopping, or, without *make_files*, at a record whose queue has no file yet: see :meth:`dispatch_now`).
+        stopping, or, without *make_files*, at a record whose unit needs a new file: see :meth:`dispatch_now`).
 
         Records just appended come as rows from the hand-off (:meth:`CommitLog.take_handoff`),
         used only while each is the record at exactly the offset reached and ends within
@@ -771,34 +772,40 @@ class MessageStore:
             return cq
 
     # --- dispatch ----------------------------------------------------------------------
-    def _queue_has_file(self, topic: str, queue_id: int) -> bool:
-        queues = self.consume_queue_table.get(topic)
-        cq = queues.get(queue_id) if queues is not None else None
-        return cq is not None and bool(cq.queue.files)
-
-    def _needs_first_file(self, row: tuple[Any, ...]) -> bool:
-        """Whether the unit of a dispatch row would be the first of a queue that has no file yet."""
-        return not row[_ROW_SYS_FLAG] & TRANSACTION_PREPARED_TYPE and not self._queue_has_file(row[0], row[1])
+    def _needs_file(self, row: tuple[Any, ...]) -> bool:
+        """Whether the unit of a dispatch row would go into a consume-queue file not made yet (the queue's first,
+        or the one after its last: :meth:`ConsumeQueue.prepare_file`)."""
+        if row[_ROW_SYS_FLAG] & TRANSACTION_PREPARED_TYPE:
+            return False  # no unit
+        queues = self.consume_queue_table.get(row[0])
+        cq = queues.get(row[1]) if queues is not None else None
+        return cq is None or cq.needs_file(row[_ROW_QUEUE_OFFSET])
 
     def rows_with_files(self, rows: Sequence[tuple[Any, ...]], count: int) -> int:
-        """How many of the first *count* dispatch rows come before a record whose unit would be the first of its
-        queue (a queue with no file yet: :meth:`ConsumeQueue.prepare_first_file`)."""
-        needs = self._needs_first_file
+        """How many of the first *count* dispatch rows come before a record whose unit would go into a
+        consume-queue file not made yet (:meth:`ConsumeQueue.prepare_file`)."""
+        # _needs_file inlined (the loop runs this over every row it dispatches).
+        table = self.consume_queue_table
         for i in range(count):
-            if needs(rows[i]):
+            row = rows[i]
+            if row[_ROW_SYS_FLAG] & TRANSACTION_PREPARED_TYPE:
+                continue
+            queues = table.get(row[0])
+            cq = queues.get(row[1]) if queues is not None else None
+            if cq is None or cq.needs_file(row[_ROW_QUEUE_OFFSET]):
                 return i
         return count
 
     def prepare_consume_queues(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Make the first file of every new queue that *rows* (dispatch rows) bring a unit to
-        (:meth:`ConsumeQueue.prepare_first_file`): file-system work, for a thread other than the event loop's."""
+        """Make the consume-queue files that the units of *rows* (dispatch rows) are the first of
+        (:meth:`ConsumeQueue.prepare_file`): file-system work, for a thread other than the event loop's."""
         if self.read_only:
             return
         for row in rows:
-            if self._needs_first_file(row):
+            if self._needs_file(row):
                 cq = self.find_consume_queue(row[0], row[1])
                 if cq is not None:
-                    cq.prepare_first_file(row[_ROW_QUEUE_OFFSET])
+                    cq.prepare_file(row[_ROW_QUEUE_OFFSET])
 
     def do_dispatch(self, req: DispatchRequest) -> None:
         """Build the consume-queue unit and index keys of one record (§4.4, §4.5, §5.5), then tell the
