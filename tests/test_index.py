@@ -11,6 +11,7 @@ import random
 import shutil
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -412,12 +413,48 @@ def test_build_index_skips_rollback_replays_and_empty_tokens(tmp_path: Path) -> 
     service.close()
 
 
+def test_a_full_file_is_flushed_off_the_builders_thread_before_the_checkpoint_moves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The msync of a full index file (hundreds of MB) can take seconds; the builder may be the broker's event
+    loop. As in Java, the full file is flushed on a thread of its own, and only then is ``on_file_full`` told
+    (the checkpoint's indexMsgTimestamp must not pass a file that is not durable); closing waits for it."""
+    from rocketq.store import index_file
+
+    release = threading.Event()
+    events: list[str] = []
+    real_flush = index_file.IndexFile.flush
+
+    def slow_flush(f: index_file.IndexFile) -> None:
+        if f.is_write_full():
+            events.append(f"flush {threading.current_thread().name}")
+            assert release.wait(10)
+        real_flush(f)
+
+    monkeypatch.setattr(index_file.IndexFile, "flush", slow_flush)
+    service = IndexService(tmp_path, 8, 3)  # two keys a file
+    service.on_file_full = lambda ts: events.append(f"full {ts}")
+    t0 = 1_700_000_000_000
+    service.build_index("T", 0, t0, 0, "u0", "k")
+    started = time.monotonic()
+    service.build_index("T", 50, t0 + 1_500, 0, "u1", "k")  # rolls over: file 1 is full
+    assert time.monotonic() - started < 5 and len(service.files) == 2
+    assert service.query_offset("T", "k", 10, 0, NO_LIMIT).phy_offsets == [50, 0]  # both files read meanwhile
+    deadline = time.monotonic() + 5
+    while not events and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert events == ["flush IndexFileFlush"]  # under way, on its own thread; the checkpoint not told yet
+    release.set()
+    service.close()  # waits for it (then flushes every file itself)
+    assert events[:2] == ["flush IndexFileFlush", f"full {t0}"]
+
+
 def test_rollover_seeds_new_file_and_reports_full_file(tmp_path: Path) -> None:
     service = IndexService(tmp_path, 8, 3)  # two keys a file
     calls: list[tuple[int, int]] = []
 
     def on_full(ts: int) -> None:
-        # By then the full file is flushed and a new file is in place.
+        # By then the full file is flushed and a new file is in place (maybe the one after it too: the flush of
+        # a full file runs on a thread of its own).
         calls.append((ts, len(service.files)))
 
     service.on_file_full = on_full
@@ -426,9 +463,10 @@ def test_rollover_seeds_new_file_and_reports_full_file(tmp_path: Path) -> None:
     service.build_index("T", 50, t0 + 1_500, 0, "u1", "k")  # file 2: both keys (file 1 was full)
     service.build_index("T", 90, t0 + 4_200, 0, "u2", None)  # file 3
     assert len(service.files) == 3
+    service.wait_full_flushed()  # a full file is flushed on a thread of its own
     names = [f.name for f in service.files]
     assert names == sorted(names) and len(set(names)) == 3  # unique even within one millisecond
-    assert calls == [(t0, 2), (t0 + 1_500, 3)]
+    assert [ts for ts, _ in calls] == [t0, t0 + 1_500] and calls[0][1] >= 2 and calls[1][1] == 3
     second = service.files[1]
     assert (second.begin_timestamp, second.end_timestamp) == (t0 + 1_500, t0 + 1_500)
     assert (second.begin_phy_offset, second.end_phy_offset) == (50, 50)

@@ -8,9 +8,9 @@ local creation time ``yyyyMMddHHmmssSSS`` so that name order is creation order
 - ``build_index`` indexes one dispatched record under ``<topic>#<UNIQ_KEY>``
   and ``<topic>#<key>`` for each space-separated key (§5.5), always into the
   last file. A full file (indexCount ≥ maxIndexNum) is followed by a new one
-  seeded with its end values (§5.3); the full file is then flushed and
-  ``on_file_full(endTimestamp)`` lets the store move the checkpoint's
-  indexMsgTimestamp (§6). ``build_index_batch`` (key strings) and
+  seeded with its end values (§5.3); the full file is then flushed, on a
+  thread of its own as in Java, and ``on_file_full(endTimestamp)`` lets the
+  store move the checkpoint's indexMsgTimestamp (§6). ``build_index_batch`` (key strings) and
   ``build_index_hashed`` (keys already hashed, from the bytes) index many
   records at once with numpy and leave the same bytes.
 - Dispatch does not index a record at once: ``defer`` / ``defer_batch`` collect
@@ -117,6 +117,8 @@ class IndexService:
         self._pending_since = 0.0  # monotonic time the oldest waiting record came
         #: Store time of the oldest waiting record (0: none wait).
         self.pending_oldest_timestamp = 0
+        # Flushes a file that just became full, then tells on_file_full (_last_writable_file).
+        self._full_flusher: threading.Thread | None = None
 
     # --- loading ------------------------------------------------------------------
     def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> bool:
@@ -382,12 +384,32 @@ class IndexService:
         with self._files_lock:
             self.files.append(f)
         if prev is not None:
-            # Java flushes the full file on a thread of its own; doing it here keeps the order
-            # "file durable, then checkpoint" with no thread to track.
-            prev.flush()
-            if end_ts > 0 and self.on_file_full is not None:
-                self.on_file_full(end_ts)
+            # On a thread of its own, as Java does: the msync of a full file (hundreds of MB, some still dirty)
+            # can take seconds, and whoever builds the index here may be the broker's event loop.
+            self.wait_full_flushed()
+            flusher = threading.Thread(target=self._flush_full_file, args=(prev, end_ts), name="IndexFileFlush",
+                                       daemon=True)  # fmt: skip
+            self._full_flusher = flusher
+            flusher.start()
         return f
+
+    def _flush_full_file(self, f: IndexFile, end_ts: int) -> None:
+        """Make a full file durable, then let the checkpoint's indexMsgTimestamp move to its end (in that order:
+        after a crash, recovery keeps the files that end by that time)."""
+        try:
+            f.flush()
+        except (StoreError, OSError, ValueError) as e:  # the checkpoint then stays where it was
+            log.error("cannot flush the full index file %s: %s", f.name, e)
+            return
+        if end_ts > 0 and self.on_file_full is not None:
+            self.on_file_full(end_ts)
+
+    def wait_full_flushed(self) -> None:
+        """Return once the flush of the last file that became full (if any) is done."""
+        flusher = self._full_flusher
+        if flusher is not None:
+            flusher.join()
+            self._full_flusher = None
 
     def _new_file_name(self) -> str:
         """Local time now, or 1 ms after the last file's time if that is not earlier; then unique.
@@ -442,6 +464,7 @@ class IndexService:
         if self.read_only:
             raise StoreError("store is open read-only")
         with self._write_lock, self._files_lock:
+            self.wait_full_flushed()  # the flusher takes no lock: joined here, no new one can start
             files = self.files
             expired = 0
             while expired < len(files) - 1 and files[expired].end_phy_offset < min_phy_offset:
@@ -458,6 +481,7 @@ class IndexService:
         if not self.read_only:
             self.build_pending()
         with self._write_lock:
+            self.wait_full_flushed()
             for f in list(self.files):
                 f.flush()
 
@@ -466,6 +490,7 @@ class IndexService:
         if not self.read_only:
             self.build_pending()
         with self._write_lock, self._files_lock:
+            self.wait_full_flushed()
             for f in self.files:
                 f.flush()
                 f.close()
@@ -474,6 +499,7 @@ class IndexService:
     def destroy(self) -> None:
         """Delete every index file."""
         with self._write_lock, self._files_lock:
+            self.wait_full_flushed()
             for f in self.files:
                 f.destroy()
             self.files = []
