@@ -720,3 +720,54 @@ def test_a_queue_makes_its_next_file_ahead_only_once_the_last_is_full(tmp_path: 
     assert [int(u["phys"]) for u in cq.get_index_buffer(28, 3)] == [2800, 2900]  # type: ignore[union-attr]
     assert [int(u["phys"]) for u in cq.get_index_buffer(30, 3)] == [3000]  # type: ignore[union-attr]
     cq.close()
+
+
+def _mapped_rss_kb(path: Path) -> int:
+    """Resident kB of this process's mappings of *path* (``/proc/self/smaps``)."""
+    rss, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if not line.split(" ", 1)[0].endswith(":"):  # a mapping's first line: its range, ..., its path
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            rss += int(line.split()[1])
+    return rss
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc/self/smaps")
+def test_recovery_reads_a_consume_queue_file_only_as_far_as_its_units(tmp_path: Path) -> None:
+    """A queue of a few units has a 6 MB file, nearly all of it never written; a topic of 1,024 queues has 1,024
+    of them. Recovery (at every start, and ``store inspect``) looks at units until the first that is not valid, and
+    never reads the rest of the file (reading all of it took a broker's start from 1.7 s to 5.5 s there)."""
+    from rocketq.store.consume_queue import ConsumeQueue
+
+    size = 300_000 * 20
+    cq = ConsumeQueue("T", 0, tmp_path, size)
+    for q in range(50):
+        assert cq.put_message_position_info(q * 100, 100, 0, q)
+    cq.flush()
+    cq.close()
+    path = tmp_path / "T" / "0" / f"{0:020d}"
+    cq = ConsumeQueue("T", 0, tmp_path, size)
+    assert cq.load()
+    cq.recover()
+    assert cq.get_max_offset_in_queue() == 50 and cq.max_physic_offset == 49 * 100 + 100
+    assert _mapped_rss_kb(path) < 1024  # of 5,860 kB
+    cq.truncate_dirty_logic_files(30 * 100)
+    assert cq.get_max_offset_in_queue() == 30 and cq.max_physic_offset == 29 * 100 + 100
+    assert _mapped_rss_kb(path) < 1024
+    cq.close()
+
+
+def test_valid_prefix_stops_at_the_first_unit_that_is_not() -> None:
+    from rocketq.store.consume_queue import _SCAN_UNITS, CQ_DTYPE, _valid_prefix
+
+    units = np.zeros(3 * _SCAN_UNITS + 5, dtype=CQ_DTYPE)
+    units["phys"] = np.arange(len(units)) * 10
+    units["size"] = 10
+    assert _valid_prefix(units) == len(units)
+    assert _valid_prefix(units, below=10 * (_SCAN_UNITS + 7)) == _SCAN_UNITS + 7
+    units["size"][2 * _SCAN_UNITS + 1] = 0
+    assert _valid_prefix(units) == 2 * _SCAN_UNITS + 1
+    units["phys"][3] = -1
+    assert _valid_prefix(units) == 3
+    assert _valid_prefix(units[:0]) == 0

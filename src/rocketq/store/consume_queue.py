@@ -35,6 +35,26 @@ FILLER_SIZE = 0x7FFFFFFF
 SMALL_RUN = 8  # put_units writes fewer units than this one by one
 _STEPS = np.arange(4096, dtype=np.int64)
 _FILLER = CQ_UNIT.pack(0, FILLER_SIZE, 0)
+#: Units recovery looks at a step: a file is read only as far as its valid units go (its pages beyond, never
+#: written, are not touched: a topic of 1,024 queues of a few units each has 1,024 files of 6 MB).
+_SCAN_UNITS = 4096
+
+
+def _valid_prefix(units: np.ndarray, below: int | None = None) -> int:
+    """How many units from the first are valid (``phys`` ≥ 0, ``size`` > 0, and ``phys`` < *below* when given),
+    looking at them ``_SCAN_UNITS`` at a time, no further than the first that is not."""
+    total = len(units)
+    start = 0
+    while start < total:
+        chunk = units[start : start + _SCAN_UNITS]
+        phys = chunk["phys"]
+        valid = (phys >= 0) & (chunk["size"] > 0)
+        if below is not None:
+            valid &= phys < below
+        if not valid.all():
+            return start + int(np.argmin(valid))
+        start += len(chunk)
+    return total
 
 
 @dataclass(slots=True)
@@ -67,17 +87,16 @@ class ConsumeQueue:
         files = self.queue.files
         if not files:
             return
-        size = self.mapped_file_size
         index = max(0, len(files) - 3)
         mf = files[index]
         process_offset = mf.file_from_offset
         while True:
-            units = np.frombuffer(mf.mm[:size], dtype=CQ_DTYPE)
-            valid = (units["phys"] >= 0) & (units["size"] > 0)
-            n = len(units) if bool(valid.all()) else int(np.argmin(valid))
+            units = self._units_of(mf)
+            n = _valid_prefix(units)
             if n:
                 self._note_max(units[:n])
-            if n == len(units) and index + 1 < len(files):
+            del units  # a view of the mapping: gone before any file is closed
+            if n * CQ_STORE_UNIT_SIZE == self.mapped_file_size and index + 1 < len(files):
                 index += 1
                 mf = files[index]
                 process_offset = mf.file_from_offset
@@ -86,6 +105,10 @@ class ConsumeQueue:
             break
         self.queue.set_flushed_and_committed(process_offset)
         self._truncate_files(process_offset)
+
+    def _units_of(self, mf: MappedFile) -> np.ndarray:
+        """The units of a file, a view of its mapping (nothing read until looked at)."""
+        return np.frombuffer(mf.mm, dtype=CQ_DTYPE, count=self.mapped_file_size // CQ_STORE_UNIT_SIZE)
 
     def _note_max(self, units: np.ndarray) -> None:
         real = units[units["size"] != FILLER_SIZE]
@@ -136,24 +159,23 @@ class ConsumeQueue:
             mf = self.queue.last()
             if mf is None:
                 break
-            units = np.frombuffer(mf.mm[: self.mapped_file_size], dtype=CQ_DTYPE)
+            units = self._units_of(mf)
             if len(units) == 0 or int(units[0]["phys"]) >= phy_offset:
+                del units
                 self.queue.delete_last_mapped_file()
                 continue
-            valid = (units["phys"] >= 0) & (units["size"] > 0) & (units["phys"] < phy_offset)
-            keep = len(units) if bool(valid.all()) else int(np.argmin(valid))
-            keep = max(keep, 1)
+            keep = max(_valid_prefix(units, phy_offset), 1)
+            self._note_max(units[:keep])
+            del units
             pos = keep * CQ_STORE_UNIT_SIZE
             mf.set_positions(pos)
             if not self.queue.read_only:
                 mf.zero_tail(pos)
-            self._note_max(units[:keep])
             break
         if self.max_physic_offset < 0:
             # The queue's tail lies in earlier, complete files.
             for mf in reversed(self.queue.files[:-1]):
-                units = np.frombuffer(mf.mm[: self.mapped_file_size], dtype=CQ_DTYPE)
-                self._note_max(units)
+                self._note_max(self._units_of(mf))
                 if self.max_physic_offset >= 0:
                     break
         end = self.queue.get_max_wrote_position()
