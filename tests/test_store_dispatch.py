@@ -758,16 +758,30 @@ def test_recovery_reads_a_consume_queue_file_only_as_far_as_its_units(tmp_path: 
     cq.close()
 
 
-def test_valid_prefix_stops_at_the_first_unit_that_is_not() -> None:
-    from rocketq.store.consume_queue import _SCAN_UNITS, CQ_DTYPE, _valid_prefix
+def test_the_unit_scan_reads_no_further_than_the_step_of_the_first_unit_that_is_not_valid() -> None:
+    from rocketq.store.consume_queue import _SCAN_UNITS, CQ_DTYPE, FILLER_SIZE, _scan_units
 
-    units = np.zeros(3 * _SCAN_UNITS + 5, dtype=CQ_DTYPE)
+    units = np.zeros(10 * _SCAN_UNITS + 5, dtype=CQ_DTYPE)
     units["phys"] = np.arange(len(units)) * 10
     units["size"] = 10
-    assert _valid_prefix(units) == len(units)
-    assert _valid_prefix(units, below=10 * (_SCAN_UNITS + 7)) == _SCAN_UNITS + 7
+    reads: list[tuple[int, int]] = []
+
+    def read(first: int, count: int) -> np.ndarray:
+        reads.append((first, count))
+        return units[first : first + count]
+
+    assert _scan_units(read, len(units)) == (len(units), (len(units) - 1) * 10 + 10)
+    assert reads[:3] == [(0, _SCAN_UNITS), (_SCAN_UNITS, 2 * _SCAN_UNITS), (3 * _SCAN_UNITS, 4 * _SCAN_UNITS)]
+    reads.clear()
+    assert _scan_units(read, len(units), below=10 * (_SCAN_UNITS + 7)) == (_SCAN_UNITS + 7, (_SCAN_UNITS + 6) * 10 + 10)
+    assert reads == [(0, _SCAN_UNITS), (_SCAN_UNITS, 2 * _SCAN_UNITS)]
     units["size"][2 * _SCAN_UNITS + 1] = 0
-    assert _valid_prefix(units) == 2 * _SCAN_UNITS + 1
+    units["size"][2 * _SCAN_UNITS] = FILLER_SIZE  # a filler is valid, but ends nothing
+    assert _scan_units(read, len(units)) == (2 * _SCAN_UNITS + 1, (2 * _SCAN_UNITS - 1) * 10 + 10)
     units["phys"][3] = -1
-    assert _valid_prefix(units) == 3
-    assert _valid_prefix(units[:0]) == 0
+    reads.clear()
+    assert _scan_units(read, len(units)) == (3, 2 * 10 + 10)
+    assert reads == [(0, _SCAN_UNITS)]
+    assert _scan_units(read, 0) == (0, -1)
+    units["size"][:] = FILLER_SIZE
+    assert _scan_units(read, 3) == (3, -1)

@@ -294,21 +294,33 @@ class MappedFile:
         except OSError:
             _read_through_buffer(self._fd, start, end)
 
+    def read_through(self, pos: int, size: int) -> bytes:
+        """Bytes [pos, pos + size) of the file (fewer at its end), read through the descriptor, not the mapping:
+        for recovery's scans (see ``ConsumeQueue._reader``)."""
+        try:
+            return os.pread(self._fd, max(0, min(size, self.file_size - pos)), pos)
+        except OSError as e:
+            raise StoreError(f"cannot read {self.path}: {e.strerror}") from e
+
     def zero_tail(self, pos: int) -> int:
         """Clear stale bytes after a truncation point, up to the first all-zero page.
 
         Java leaves them; clearing keeps a later scan from mistaking a truncated
         (CRC-valid) record or unit for live data. Returns the number of bytes
-        cleared (of pages that held something).
+        cleared (of pages that held something). Read and written through the
+        descriptor (:meth:`read_through`), as recovery reads.
         """
         size = self.file_size
         end = pos
         cleared = 0
         while end < size:
             nxt = min(size, (end // OS_PAGE_SIZE + 1) * OS_PAGE_SIZE)
-            chunk = self.mm[end:nxt]
+            chunk = self.read_through(end, nxt - end)
             if chunk.count(0) != len(chunk):
-                self.mm[end:nxt] = bytes(nxt - end)
+                try:
+                    os.pwrite(self._fd, bytes(nxt - end), end)
+                except OSError as e:
+                    raise StoreError(f"cannot write to {self.path}: {e.strerror}") from e
                 cleared += nxt - end
             elif end > pos:
                 break
