@@ -178,9 +178,11 @@ class ConsumeQueue:
                 self.queue.delete_last_mapped_file()
                 continue
             keep, end = _scan_units(read, per_file, phy_offset)
-            if keep == 0:  # the first unit is not valid: kept all the same, as before (its end is not noted)
+            if keep == 0:  # as Java: a file's first unit is kept whatever it holds, and its end noted
                 keep = 1
-            self.max_physic_offset = max(self.max_physic_offset, end)
+                if int(first[0]["size"]) != FILLER_SIZE:
+                    end = int(first[0]["phys"]) + int(first[0]["size"])
+            self.max_physic_offset = end
             pos = keep * CQ_STORE_UNIT_SIZE
             mf.set_positions(pos)
             if not self.queue.read_only:

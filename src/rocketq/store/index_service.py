@@ -10,9 +10,9 @@ local creation time ``yyyyMMddHHmmssSSS`` so that name order is creation order
   last file. A full file (indexCount ≥ maxIndexNum) is followed by a new one
   seeded with its end values (§5.3); the full file is then flushed, on a
   thread of its own as in Java, and ``on_file_full(endTimestamp)`` lets the
-  store move the checkpoint's indexMsgTimestamp (§6). ``build_index_batch`` (key strings) and
-  ``build_index_hashed`` (keys already hashed, from the bytes) index many
-  records at once with numpy and leave the same bytes.
+  store move the checkpoint's indexMsgTimestamp (§6). ``build_index_batch``
+  (key strings) and ``build_index_hashed`` (keys already hashed, from the
+  bytes) index many records at once with numpy and leave the same bytes.
 - Dispatch does not index a record at once: ``defer`` / ``defer_batch`` collect
   its keys and ``build_pending`` indexes them together, once ``DEFER_RECORDS``
   records wait, once the oldest has waited ``DEFER_S`` (``build_pending_if_due``,

@@ -784,15 +784,9 @@ class MessageStore:
     def rows_with_files(self, rows: Sequence[tuple[Any, ...]], count: int) -> int:
         """How many of the first *count* dispatch rows come before a record whose unit would go into a
         consume-queue file not made yet (:meth:`ConsumeQueue.prepare_file`)."""
-        # _needs_file inlined (the loop runs this over every row it dispatches).
-        table = self.consume_queue_table
+        needs = self._needs_file
         for i in range(count):
-            row = rows[i]
-            if row[_ROW_SYS_FLAG] & TRANSACTION_PREPARED_TYPE:
-                continue
-            queues = table.get(row[0])
-            cq = queues.get(row[1]) if queues is not None else None
-            if cq is None or cq.needs_file(row[_ROW_QUEUE_OFFSET]):
+            if needs(rows[i]):
                 return i
         return count
 
