@@ -1,13 +1,16 @@
 """The servers the benchmarks run against, started and stopped by them: ``rocketq start`` (name server and
 broker in one process) and ``redis-server`` (the baseline), each on free ports of 127.0.0.1.
 
-Used by ``broker_bench.py`` and ``client_bench.py`` (imported as a sibling module: the scripts run from this
-directory, and so do their worker processes).
+Used by ``broker_bench.py``, ``client_bench.py`` and ``java_bench.py`` (imported as a sibling module: the scripts
+run from this directory, and so do their worker processes), which also write their JSON reports the same way
+(:func:`write_report`).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -176,3 +179,16 @@ class RedisServer:
     def stop(self) -> None:
         stop_process(self.proc)
         self.proc = None
+
+
+def write_report(out: Path, benchmark: str, body: dict[str, Any]) -> None:
+    """Write a benchmark's JSON report to *out*: its name, when it ran and on what machine, then *body*."""
+    doc = {
+        "benchmark": benchmark,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        **body,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {out}")

@@ -51,7 +51,6 @@ import asyncio
 import concurrent.futures
 import json
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -61,7 +60,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_servers import RedisServer, RocketqServer, process_cpu_s
+from bench_servers import RedisServer, RocketqServer, process_cpu_s, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "broker_bench.json"
@@ -782,13 +781,9 @@ def delay_tx_main(args: argparse.Namespace) -> int:
     """``--delay-tx only``: the delay and transaction section alone, written as the full run writes it."""
     result = run_delay_tx(args)
     print_delay_tx(result)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"benchmark": "broker_bench", "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-           "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-           "config": {"body_size": BODY_SIZE, "queues": QUEUES, "procs": args.procs, "rocketq_flush": "ASYNC_FLUSH"},
-           "rows": [], "delay_tx": result}  # fmt: skip
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    print(f"\nwrote {args.out}")
+    write_report(args.out, "broker_bench", {
+        "config": {"body_size": BODY_SIZE, "queues": QUEUES, "procs": args.procs, "rocketq_flush": "ASYNC_FLUSH"},
+        "rows": [], "delay_tx": result})  # fmt: skip
     return 0
 
 
@@ -882,19 +877,13 @@ def main() -> int:
     delay_tx = run_delay_tx(args) if args.delay_tx == "also" else None
     if delay_tx is not None:
         print_delay_tx(delay_tx)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "benchmark": "broker_bench",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+    write_report(args.out, "broker_bench", {
         "config": {"body_size": BODY_SIZE, "queues": QUEUES, "seconds": args.seconds, "batch": args.batch,
                    "procs": args.procs, "rocketq_flush": "ASYNC_FLUSH",
                    "redis_persistence": "appendonly yes, appendfsync everysec", **meta},
         "rows": rows,
         **({"delay_tx": delay_tx} if delay_tx is not None else {}),
-    }
-    args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    print(f"\nwrote {args.out}")
+    })  # fmt: skip
     return 0
 
 

@@ -33,10 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import multiprocessing as mp
-import os
-import platform
 import struct
 import sys
 import tempfile
@@ -44,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_servers import RedisServer, RocketqServer, process_cpu_s
+from bench_servers import RedisServer, RocketqServer, process_cpu_s, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "client_bench.json"
@@ -377,10 +374,7 @@ def main(argv: list[str] | None = None) -> int:
             rocketq.stop()
     print()
     print(table(rows))
-    report = {
-        "benchmark": "client_bench",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
+    write_report(ns.out, "client_bench", {
         "settings": {**args, "body_size": BODY_SIZE},
         "results": rows,
         "targets": {
@@ -390,10 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "latency_ms": {f"{r['system']} {r['phase']}": {"p50": r["p50_ms"], "p99": r["p99_ms"], "max": r["max_ms"]}
                        for r in rows},
-    }
-    ns.out.parent.mkdir(parents=True, exist_ok=True)
-    ns.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {ns.out}")
+    })  # fmt: skip
     return 0
 
 

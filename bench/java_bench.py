@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -41,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_servers import RocketqServer, free_port, process_cpu_s
+from bench_servers import RocketqServer, free_port, process_cpu_s, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "java_bench.json"
@@ -208,17 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     result = summary(rows)
     print(f"\nrocketq / RocketMQ 4.9.4, round by round: send TPS {result['tps_ratio_by_round']}, "
           f"server CPU per message {result['cpu_ratio_by_round']}")  # fmt: skip
-    report = {
-        "benchmark": "java_bench",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-        "settings": {k: v for k, v in vars(args).items() if k != "out"},
-        "results": rows,
-        "summary": result,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {args.out}")
+    write_report(args.out, "java_bench", {"settings": {k: v for k, v in vars(args).items() if k != "out"},
+                                          "results": rows, "summary": result})  # fmt: skip
     return 0
 
 

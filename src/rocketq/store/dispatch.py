@@ -47,6 +47,8 @@ class DispatchRequest(NamedTuple):
 # Positions of a few fields in a row.
 ROW_OFFSET = 2
 ROW_SIZE = 3
+ROW_QUEUE_OFFSET = DispatchRequest._fields.index("consume_queue_offset")
+ROW_SYS_FLAG = DispatchRequest._fields.index("sys_flag")
 
 # consume_queue_groups: up to this many records, a batch of one queue is found without numpy, its record
 # numbers a view of _ALL (read-only, as every group's index is to its users).

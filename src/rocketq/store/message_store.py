@@ -79,7 +79,14 @@ from rocketq.store.config_json import (
     TopicConfigManager,
 )
 from rocketq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
-from rocketq.store.dispatch import ROW_OFFSET, ROW_SIZE, DispatchBatch, DispatchRequest
+from rocketq.store.dispatch import (
+    ROW_OFFSET,
+    ROW_QUEUE_OFFSET,
+    ROW_SIZE,
+    ROW_SYS_FLAG,
+    DispatchBatch,
+    DispatchRequest,
+)
 from rocketq.store.flush_service import GroupCommitService
 from rocketq.store.index_service import IndexService
 from rocketq.store.message_filter import MessageFilter
@@ -116,10 +123,6 @@ _row_offset = operator.itemgetter(ROW_OFFSET)
 _row_size = operator.itemgetter(ROW_SIZE)
 _ROWS_IN_A_LOOP = 256  # _rows_in_order: up to this many rows in a plain loop
 _UNITS_IN_A_LOOP = 128  # do_dispatch_batch: the units of a batch of at most this many records skip numpy
-
-
-_ROW_QUEUE_OFFSET = DispatchRequest._fields.index("consume_queue_offset")
-_ROW_SYS_FLAG = DispatchRequest._fields.index("sys_flag")
 
 
 def _listed(column: Sequence[Any]) -> Sequence[Any]:
@@ -775,11 +778,11 @@ class MessageStore:
     def _needs_file(self, row: tuple[Any, ...]) -> bool:
         """Whether the unit of a dispatch row would go into a consume-queue file not made yet (the queue's first,
         or the one after its last: :meth:`ConsumeQueue.prepare_file`)."""
-        if row[_ROW_SYS_FLAG] & TRANSACTION_PREPARED_TYPE:
+        if row[ROW_SYS_FLAG] & TRANSACTION_PREPARED_TYPE:
             return False  # no unit
         queues = self.consume_queue_table.get(row[0])
         cq = queues.get(row[1]) if queues is not None else None
-        return cq is None or cq.needs_file(row[_ROW_QUEUE_OFFSET])
+        return cq is None or cq.needs_file(row[ROW_QUEUE_OFFSET])
 
     def rows_with_files(self, rows: Sequence[tuple[Any, ...]], count: int) -> int:
         """How many of the first *count* dispatch rows come before a record whose unit would go into a
@@ -799,7 +802,7 @@ class MessageStore:
             if self._needs_file(row):
                 cq = self.find_consume_queue(row[0], row[1])
                 if cq is not None:
-                    cq.prepare_file(row[_ROW_QUEUE_OFFSET])
+                    cq.prepare_file(row[ROW_QUEUE_OFFSET])
 
     def do_dispatch(self, req: DispatchRequest) -> None:
         """Build the consume-queue unit and index keys of one record (§4.4, §4.5, §5.5), then tell the
