@@ -47,6 +47,7 @@ REFERENCE = Path(os.environ.get("ROCKETQ_REFERENCE", ROOT.parent / "shared" / "r
 SCRIPT = REFERENCE / "rmq-reference.sh"
 BENCH_CLASS = "org.apache.rocketmq.example.benchmark.Producer"
 WINDOW_S = 10.0  # the benchmark prints one line per 10 s window
+MIN_WARMUP_S = 15.0  # the first line comes a window after the JVM has started (a few seconds)
 _LINE = re.compile(r"Send TPS: (\d+) Max RT\(ms\): (\d+) Average RT\(ms\):\s*([\d.]+) Send Failed: (\d+)")
 # RocketMQ's default file sizes (MessageStoreConfig), which rocketq start uses too; the script's own are tiny.
 _REAL_BROKER_SIZES = ("mappedFileSizeCommitLog=1073741824", "mappedFileSizeConsumeQueue=6000000",
@@ -124,7 +125,10 @@ def run_producer(namesrv: str, work: Path, server_pid: int | None, args: argpars
     before = [w for w in windows if w["at"] <= args.warmup]
     after = [w for w in windows if w["at"] > args.warmup]
     if not before or not after:
-        raise RuntimeError(f"the benchmark printed {len(windows)} window(s) in {args.warmup + args.seconds:.0f} s")
+        # Its CPU per message needs a line at or before the end of the warm-up and one after it.
+        raise SystemExit(f"java_bench: the benchmark producer printed {len(windows)} window(s) in "
+                         f"{args.warmup + args.seconds:.0f} s, {len(before)} by the end of the warm-up "
+                         "(did the JVM start? a longer --warmup or --seconds may help)")  # fmt: skip
     sent = sum(w["tps"] * WINDOW_S for w in after)
     cpu0, cpu1 = before[-1]["server_cpu_s"], after[-1]["server_cpu_s"]
     return {
@@ -190,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=1024, help="message size in bytes (default 1024)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if args.warmup < MIN_WARMUP_S or args.seconds < WINDOW_S:
+        parser.error(f"--warmup must be at least {MIN_WARMUP_S:.0f} s (the JVM's start and a first 10 s window) and "
+                     f"--seconds at least {WINDOW_S:.0f} s (one window)")  # fmt: skip
     if not os.environ.get("RMQ_HOME") or not SCRIPT.is_file() or shutil.which("java") is None:
         print(f"java_bench needs Java, RMQ_HOME (the RocketMQ 4.9.4 binary release) and {SCRIPT.name} "
               f"(set ROCKETQ_REFERENCE to its directory); see the reference README", file=sys.stderr)  # fmt: skip
