@@ -39,8 +39,10 @@ from rocketq.client import (
     PullConsumer,
     PullStatus,
     PushConsumer,
+    RequestTimeoutError,
     SelectMessageQueueByHash,
     SendStatus,
+    create_reply_message,
     new_message,
 )
 from rocketq.client.blocking import BlockingLitePullConsumer, BlockingProducer, BlockingPushConsumer
@@ -595,6 +597,54 @@ async def scenario_lite_pull(cluster: Cluster) -> None:
             break
 
 
+async def scenario_request_reply(cluster: Cluster) -> None:
+    """Request-reply: a responder (a push consumer that answers with create_reply_message) and requesters in
+    another client instance; each reply reaches the request that asked, concurrent ones included, through the
+    broker's push; a request nobody answers times out with RequestTimeoutError."""
+    topic = unique("Requests")
+    async with Producer(unique("ResponderPG"), config=client_config(cluster, instance_name="responder")) as answers:
+        await make_topic(answers, topic, 2)
+
+        async def listener(msgs: list[MessageExt], context: Any) -> ConsumeConcurrentlyStatus:
+            for m in msgs:
+                if m.body != b"silence":
+                    reply = create_reply_message(m, b"re: " + m.body)
+                    reply.properties["served-by"] = "responder"
+                    await answers.send(reply)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(unique("ResponderG"), config=client_config(cluster, instance_name="responder"),
+                                listener=listener, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        consumer.subscribe(topic)
+        async with consumer:
+            await wait_until(lambda: sum(mq.topic == topic for mq in consumer.assignment()) == 2, 30,
+                             "the responder's queues")
+            requester = Producer(unique("RequesterPG"), config=client_config(cluster, instance_name="requester"))
+            async with requester:
+                first = await requester.request(new_message(topic, b"q0", tags="Q"), timeout=10)
+                assert first.body == b"re: q0" and first.topic.endswith("_REPLY_TOPIC")
+                assert first.properties["MSG_TYPE"] == "reply" and first.properties["served-by"] == "responder"
+                assert first.properties["REPLY_TO_CLIENT"] == requester.client_id
+                assert int(first.properties["ARRIVE_TIME"]) >= first.born_timestamp > 0
+                bodies = [f"q{i}".encode() for i in range(1, 9)]
+                replies = await asyncio.gather(*(requester.request(new_message(topic, b), timeout=10) for b in bodies))
+                assert [r.body for r in replies] == [b"re: " + b for b in bodies]
+                assert len({r.properties["CORRELATION_ID"] for r in replies}) == len(bodies)
+                called: list[tuple[Any, Any]] = []
+                task = requester.request_async(new_message(topic, b"cb"), lambda r, e: called.append((r, e)), 10)
+                assert (await task).body == b"re: cb"
+                await wait_until(lambda: bool(called), 5, "the request callback")
+                assert called[0][0].body == b"re: cb" and called[0][1] is None
+                begin = time.monotonic()
+                try:
+                    await requester.request(new_message(topic, b"silence"), timeout=1.5)
+                except RequestTimeoutError as exc:
+                    assert "wait reply message timeout, 1500 ms" in str(exc)
+                else:
+                    raise AssertionError("a request nobody answers returned")
+                assert 1.4 < time.monotonic() - begin < 5
+
+
 # -----------------------------------------------------------------------------------------------------
 # Tests (rocketq in this process)
 # -----------------------------------------------------------------------------------------------------
@@ -640,6 +690,10 @@ def test_flow_control_by_cached_count(cluster: Cluster) -> None:
     run(scenario_flow_control(cluster))
 
 
+def test_request_reply(cluster: Cluster) -> None:
+    run(scenario_request_reply(cluster))
+
+
 def test_blocking_api(cluster: Cluster) -> None:
     topic = unique("Blocking")
     config = client_config(cluster)
@@ -670,6 +724,18 @@ def test_blocking_api(cluster: Cluster) -> None:
         while len(seen) < 15 and time.monotonic() < deadline:
             time.sleep(0.05)
     assert len(set(seen)) == 15
+
+    # Request-reply with the blocking faces: the responder's listener replies through a blocking producer.
+    with BlockingProducer(unique("ResponderPG"), config=config) as answers:
+        def respond(msgs: list[MessageExt], context: Any) -> None:
+            for m in msgs:
+                if m.body.startswith(b"ask"):
+                    answers.send(create_reply_message(m, m.body.upper()))
+
+        with BlockingPushConsumer(unique("ResponderG"), config=config, listener=respond, subscribe={topic: "*"}), \
+                BlockingProducer(unique("RequesterPG"), config=client_config(cluster, instance_name="req")) as asker:
+            assert asker.request(new_message(topic, b"ask-1"), timeout=15).body == b"ASK-1"
+            assert asker.request_async(new_message(topic, b"ask-2"), None, 15).result(20).body == b"ASK-2"
 
 
 def _rocketq(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -118,3 +118,7 @@ def test_cli_produce_and_consume(cluster: e2e.Cluster) -> None:
 
 def test_blocking_api(cluster: e2e.Cluster) -> None:
     e2e.test_blocking_api(cluster)
+
+
+def test_request_reply(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_request_reply(cluster))

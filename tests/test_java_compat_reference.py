@@ -27,7 +27,7 @@ pytestmark = pytest.mark.reference
 BROKER_CONF = ("brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n"
                "messageDelayLevel=1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s\n")  # fmt: skip
 SECTIONS = ["producer", "push", "where", "orderly", "broadcast", "retry", "rebalance", "pull", "litepull", "orderlydlq",
-            "namespace"]
+            "namespace", "request"]
 
 
 class Servers:

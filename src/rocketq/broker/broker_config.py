@@ -71,6 +71,7 @@ class BrokerConfig:
     flush_consumer_offset_interval: int = 5000
     send_thread_pool_queue_capacity: int = 10_000
     reject_transaction_message: bool = False
+    store_reply_message_enable: bool = True  # a request-reply reply is stored in its topic as well as pushed
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1000
     notify_consumer_ids_changed_enable: bool = True

@@ -46,6 +46,7 @@ from rocketq.broker.pull_message_processor import PullMessageProcessor
 from rocketq.broker.pull_request_hold_service import PullRequestHoldService
 from rocketq.broker.query_message_processor import QueryMessageProcessor
 from rocketq.broker.rebalance_lock_manager import RebalanceLockManager
+from rocketq.broker.reply_message_processor import ReplyMessageProcessor
 from rocketq.broker.schedule_message_service import ScheduleMessageService
 from rocketq.broker.send_message_processor import SendMessageProcessor
 from rocketq.broker.subscription_group_manager import BrokerSubscriptionGroupManager
@@ -124,6 +125,7 @@ class BrokerController:
         self._loop_dispatcher: LoopDispatcher | None = None
 
         self.send_message_processor = SendMessageProcessor(self)
+        self.reply_message_processor = ReplyMessageProcessor(self, self.send_message_processor)
         self.pull_message_processor = PullMessageProcessor(self)
         self.query_message_processor = QueryMessageProcessor(self)
         self.client_manage_processor = ClientManageProcessor(self)
@@ -168,6 +170,8 @@ class BrokerController:
         for code in (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.UPDATE_CONSUMER_OFFSET,
                      RequestCode.QUERY_CONSUMER_OFFSET):  # fmt: skip
             t.register(code, self.consumer_manage_processor.process_request)
+        for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
+            t.register(code, self.reply_message_processor.process_request)
         t.register(RequestCode.END_TRANSACTION, self.end_transaction_processor.process_request)
         t.register_default(self.admin_broker_processor.process_request)
 

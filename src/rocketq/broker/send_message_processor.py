@@ -159,13 +159,17 @@ def _parse_v2_fast(f: dict[str, str]) -> SendMessageRequestHeader | None:
         return None
 
 
+#: The codes whose header is ``SendMessageRequestHeaderV2`` (one-letter keys); 10 and 324 use the long names.
+_V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2})
+
+
 def parse_request_header(request: RemotingCommand) -> SendMessageRequestHeader:
-    """``parseRequestHeader``: V2 keys for codes 310 and 320, the long names for 10.
+    """``parseRequestHeader``: V2 keys for codes 310, 320 and 325, the long names for 10 and 324.
 
     A missing required field or a value that does not parse raises ``HeaderFieldError`` naming the key the
     request used (``the custom field <b> is null``), which the transport answers with SYSTEM_ERROR.
     """
-    v2 = request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+    v2 = request.code in _V2_CODES
     if v2 and request.ext_fields is not None:
         fast = _parse_v2_fast(request.ext_fields)
         if fast is not None:
@@ -195,7 +199,7 @@ _SENT_CODES = {
 }
 
 
-def _peer(conn: RemotingConnection) -> tuple[str, int]:
+def born_host_of(conn: RemotingConnection) -> tuple[str, int]:
     """The producer's address as a born host, parsed once a connection."""
     peer: tuple[str, int] | None = conn.attributes.get("bornHost")
     if peer is None:
@@ -242,12 +246,12 @@ class SendMessageProcessor:
         c = self.controller.broker_config
         return c.region_id, "true" if c.trace_on else "false"
 
-    def _response_ext(self) -> dict[str, str]:
+    def response_ext(self) -> dict[str, str]:
         region, trace = self._region_and_trace()
         return {"MSG_REGION": region, "TRACE_ON": trace}
 
     def _fail(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
-        return make_response_for(request, code, remark, ext_fields=self._response_ext())
+        return make_response_for(request, code, remark, ext_fields=self.response_ext())
 
     def msg_check(self, conn: RemotingConnection, request: RemotingCommand, header: SendMessageRequestHeader
                   ) -> RemotingCommand | tuple[TopicConfig, int]:  # fmt: skip
@@ -325,9 +329,10 @@ class SendMessageProcessor:
                               "forbidden")  # fmt: skip
         # Java drops WAIT from the stored properties, except where it re-encodes the property map later:
         # delayed messages (the schedule rewrite) and half messages.
-        msg = ctl.store.message_ext_of(topic, request.body or b"", header.flag, props, queue_id, born_host=_peer(conn),
-                                       born_timestamp=header.born_timestamp, sys_flag=sys_flag,
-                                       keep_wait=transactional or delayed, reconsume_times=reconsume_times)  # fmt: skip
+        msg = ctl.store.message_ext_of(topic, request.body or b"", header.flag, props, queue_id,
+                                       born_host=born_host_of(conn), born_timestamp=header.born_timestamp,
+                                       sys_flag=sys_flag, keep_wait=transactional or delayed,
+                                       reconsume_times=reconsume_times)  # fmt: skip
         if transactional:
             msg = _half_message(msg)
         put = ctl.put_message_now(msg)
@@ -364,7 +369,7 @@ class SendMessageProcessor:
         stored = join_batch_properties_column(entry_raws, encode_utf8_java(properties_to_string(
             hashmap_ordered(batch_props))))  # fmt: skip
         batch = MessageExtBatch(topic, queue_id, flags, bodies, stored, properties_of_bytes(stored), sys_flag,
-                                header.born_timestamp, _peer(conn), ctl.store_host, header.reconsume_times or 0)
+                                header.born_timestamp, born_host_of(conn), ctl.store_host, header.reconsume_times or 0)
         return self._answer(ctl.put_messages_now(batch), request, queue_id, None)
 
     # --- result ---------------------------------------------------------------------------------------

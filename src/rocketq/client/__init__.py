@@ -2,7 +2,8 @@
 
 Mirrors the Java client of RocketMQ 4.9 (``org.apache.rocketmq.client``), one concept a module:
 
-- ``producer``: ``Producer`` (sync, async, one-way, batch, ordered by selector) and ``new_message``;
+- ``producer``: ``Producer`` (sync, async, one-way, batch, ordered by selector, request-reply),
+  ``new_message`` and ``create_reply_message``;
 - ``push_consumer``: ``PushConsumer`` with a listener, concurrent or orderly, clustering or broadcasting;
 - ``pull_consumer``: ``PullConsumer``, pulls at an offset (with long polling);
 - ``lite_pull_consumer``: ``LitePullConsumer``, ``poll()`` over subscribed or assigned queues;
@@ -33,6 +34,7 @@ from rocketq.client.errors import (
     ClientTimeoutError,
     InvalidMessageError,
     NoRouteError,
+    RequestTimeoutError,
 )
 from rocketq.client.heartbeat import ConsumeFromWhere, MessageModel
 from rocketq.client.listener import (
@@ -43,7 +45,7 @@ from rocketq.client.listener import (
 )
 from rocketq.client.lite_pull_consumer import LitePullConsumer
 from rocketq.client.message_queue import MessageQueue
-from rocketq.client.producer import Producer, new_message
+from rocketq.client.producer import Producer, create_reply_message, new_message
 from rocketq.client.pull_consumer import PullConsumer
 from rocketq.client.pull_result import PullResult, PullStatus
 from rocketq.client.push_consumer import PushConsumer
@@ -81,9 +83,11 @@ __all__ = [
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "RequestTimeoutError",
     "SelectMessageQueueByHash",
     "SelectMessageQueueByRandom",
     "SendResult",
     "SendStatus",
+    "create_reply_message",
     "new_message",
 ]

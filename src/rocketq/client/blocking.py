@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from rocketq.client.listener import MessageListener
 from rocketq.client.lite_pull_consumer import LitePullConsumer
 from rocketq.client.message_queue import MessageQueue
-from rocketq.client.producer import Producer, SendCallback
+from rocketq.client.producer import Producer, RequestCallback, SendCallback
 from rocketq.client.pull_consumer import PullConsumer
 from rocketq.client.pull_result import PullResult
 from rocketq.client.push_consumer import PushConsumer
@@ -188,6 +188,24 @@ class BlockingProducer(_Blocking):
     def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout: float | None = None) -> SendResult:  # fmt: skip
         return self._run(self.producer.send_batch(msgs, queue=queue, timeout=timeout))
+
+    def request(self, msg: Message, timeout: float | None = None, *, queue: MessageQueue | None = None,
+                selector: MessageQueueSelector | None = None, arg: object = None) -> MessageExt:  # fmt: skip
+        """Send ``msg`` as a request and return its reply (see ``Producer.request``)."""
+        return self._run(self.producer.request(msg, timeout, queue=queue, selector=selector, arg=arg))
+
+    def request_async(self, msg: Message, callback: RequestCallback | None = None, timeout: float | None = None, *,
+                      queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
+                      arg: object = None) -> concurrent.futures.Future[MessageExt]:  # fmt: skip
+        """Start a request and return a ``concurrent.futures.Future`` of its reply; ``callback(reply, exception)``
+        runs on the client's loop thread when it is done."""
+        if self._loop is None:
+            raise RuntimeError("BlockingProducer is not started: call start() or use 'with'")
+
+        async def go() -> MessageExt:
+            return await self.producer.request_async(msg, callback, timeout, queue=queue, selector=selector, arg=arg)
+
+        return self._loop.submit(go())
 
     def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self.producer.fetch_publish_message_queues(topic))

@@ -14,7 +14,10 @@ owns:
 - offset persistence: every ``persist_consumer_offset_interval`` (5 s) each consumer commits its offsets;
 - the rebalance service: every ``rebalance_interval`` (20 s), and at once when a broker pushes
   NOTIFY_CONSUMER_IDS_CHANGED, each consumer re-allocates its queues;
-- the inner producer ``CLIENT_INNER_PRODUCER`` that consumers use to send failed messages back.
+- the inner producer ``CLIENT_INNER_PRODUCER`` that consumers use to send failed messages back;
+- the replies awaited by request-reply (``RequestFutureHolder``): a broker pushes a reply
+  (PUSH_REPLY_MESSAGE_TO_CLIENT) to the instance named in the request's ``REPLY_TO_CLIENT``, which hands it to
+  the request waiting under its ``CORRELATION_ID`` (``ClientRemotingProcessor.receiveReplyMessage``).
 
 Shutting down the last producer or consumer of an instance unregisters from every broker (that is done
 by the producer/consumer) and closes the instance's connections.
@@ -28,6 +31,7 @@ import logging
 import random
 import time
 import weakref
+import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -54,9 +58,16 @@ from rocketq.client.route import (
 from rocketq.common import json_compat
 from rocketq.common.aio import wait_event
 from rocketq.common.gc_tuning import freeze_startup_objects
+from rocketq.common.message import (
+    COMPRESSED_FLAG,
+    PROPERTY_CORRELATION_ID,
+    PROPERTY_REPLY_MESSAGE_ARRIVE_TIME,
+    MessageExt,
+    string_to_properties,
+)
 from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
-from rocketq.remoting.codes import RequestCode
-from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.transport import ProcessorTable, RemotingClient, RemotingConnection
 
 if TYPE_CHECKING:
@@ -159,6 +170,9 @@ class ClientInstance:
         self.api = MQClientAPI(self.remoting, config)
         processors.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
         processors.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
+        processors.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_reply_message)
+        #: Correlation id -> the future of a request's reply (completed by :meth:`_on_reply_message`).
+        self.reply_futures: dict[str, asyncio.Future[MessageExt]] = {}
         self.producers: dict[str, ProducerInner] = {}
         self.consumers: dict[str, ConsumerInner] = {}
         self.topic_route_table: dict[str, TopicRouteData] = {}
@@ -463,6 +477,24 @@ class ClientInstance:
         self.rebalance_immediately()
         return None
 
+    def _on_reply_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """PUSH_REPLY_MESSAGE_TO_CLIENT: the reply a broker pushes to the request waiting for it; SUCCESS once
+        taken (a reply nobody waits for any more is logged and still taken), SYSTEM_ERROR if it does not read."""
+        received = int(time.time() * 1000)
+        try:
+            msg = _reply_message(request, received)
+        except Exception as exc:  # a header that does not read: Java answers SYSTEM_ERROR
+            log.warning("%s: unknown err when receiveReplyMsg: %s", self.client_id, exc)
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR, "process reply message fail")
+        correlation_id = msg.properties.get(PROPERTY_CORRELATION_ID, "")
+        future = self.reply_futures.pop(correlation_id, None)
+        if future is not None and not future.done():
+            future.set_result(msg)
+        else:
+            log.warning("receive reply message, but not matched any request, CorrelationId: %s , reply from host: "
+                        "%s", correlation_id, f"{msg.born_host[0]}:{msg.born_host[1]}")  # fmt: skip
+        return make_response_for(request, ResponseCode.SUCCESS)
+
     async def _on_reset_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         h = request.header
         topic = h.get_str("topic")
@@ -482,3 +514,34 @@ class ClientInstance:
                 offsets[MessageQueue.from_json(item)] = int(item["offset"])
         await consumer.reset_offset(topic, offsets)
         return None
+
+
+def _socket_address(text: str) -> tuple[str, int]:
+    """``RemotingUtil.string2SocketAddress``: ``host:port``, split at the last colon."""
+    host, _, port = text.rpartition(":")
+    return host, int(port)
+
+
+def _reply_message(request: RemotingCommand, received_ms: int) -> MessageExt:
+    """The message of a PUSH_REPLY_MESSAGE_TO_CLIENT (``ReplyMessageRequestHeader`` and the body), as
+    ``receiveReplyMessage`` builds it: a zlib body inflated, ``ARRIVE_TIME`` added to the properties."""
+    h = request.header
+    body = request.body or b""
+    if h.get_int("sysFlag") & COMPRESSED_FLAG:
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as exc:  # Java logs it and hands the body over as it came
+            log.warning("err when uncompress constant: %s", exc)
+    props = string_to_properties(h.get_str("properties", None) or "")
+    props[PROPERTY_REPLY_MESSAGE_ARRIVE_TIME] = str(received_ms)
+    msg = MessageExt(
+        topic=h.get_str("topic"), body=body, flag=h.get_int("flag"), properties=props, queue_id=h.get_int("queueId"),
+        born_timestamp=h.get_long("bornTimestamp"), store_timestamp=h.get_long("storeTimestamp"),
+        reconsume_times=h.get_int("reconsumeTimes", None) or 0,
+    )  # fmt: skip
+    born, store = h.get_str("bornHost", None), h.get_str("storeHost", None)
+    if born:
+        msg.born_host = _socket_address(born)
+    if store:
+        msg.store_host = _socket_address(store)
+    return msg

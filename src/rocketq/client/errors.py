@@ -49,6 +49,10 @@ class ClientTimeoutError(ClientError, TimeoutError):
     """No answer within the time allowed (a send, a pull, a name-server query)."""
 
 
+class RequestTimeoutError(ClientTimeoutError):
+    """A request of request-reply went out, but no reply came back in time (Java's ``RequestTimeoutException``)."""
+
+
 class BrokerUnreachableError(ClientError, ConnectionError):
     """The connection to a broker or name server could not be opened or was lost."""
 

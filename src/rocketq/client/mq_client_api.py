@@ -162,12 +162,16 @@ class MQClientAPI:
     # -- sending ----------------------------------------------------------------------------------
 
     def send_request(self, header: dict[str, object], body: bytes, *, batch: bool, smart: bool = True,
-                     oneway: bool = False) -> RemotingCommand:  # fmt: skip
+                     oneway: bool = False, reply: bool = False) -> RemotingCommand:  # fmt: skip
         """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE for a batch; SEND_MESSAGE with long keys when ``smart`` is
-        off) from the fields of Java's ``SendMessageRequestHeader``."""
-        if smart or batch:
+        off; SEND_REPLY_MESSAGE_V2 / SEND_REPLY_MESSAGE for the reply of a request-reply) from the fields of
+        Java's ``SendMessageRequestHeader``."""
+        if reply:
+            code = RequestCode.SEND_REPLY_MESSAGE_V2 if smart else RequestCode.SEND_REPLY_MESSAGE
+            fields: dict[str, object] = {_V2_KEYS[k]: v for k, v in header.items()} if smart else header
+        elif smart or batch:
             code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-            fields: dict[str, object] = {_V2_KEYS[k]: v for k, v in header.items()}
+            fields = {_V2_KEYS[k]: v for k, v in header.items()}
         else:
             code = RequestCode.SEND_MESSAGE
             fields = header

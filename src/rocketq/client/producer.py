@@ -8,6 +8,7 @@
         await producer.send_oneway(new_message("T", b"fire and forget"))
         await producer.send_batch([new_message("T", b"1"), new_message("T", b"2")])
         await producer.send(msg, selector=SelectMessageQueueByHash(), arg=order_id)   # ordered by key
+        reply = await producer.request(new_message("T", b"question"), timeout=3)      # request-reply
 
 How a message goes out (``sendDefaultImpl`` / ``sendKernelImpl``):
 
@@ -33,6 +34,7 @@ import enum
 import logging
 import re
 import time
+import uuid
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -47,6 +49,7 @@ from rocketq.client.errors import (
     ClientTimeoutError,
     InvalidMessageError,
     NoRouteError,
+    RequestTimeoutError,
 )
 from rocketq.client.fault_strategy import MQFaultStrategy
 from rocketq.client.message_queue import MessageQueue
@@ -57,22 +60,31 @@ from rocketq.common.codec import encode_batch_body
 from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import (
     COMPRESSED_FLAG,
+    PROPERTY_CLUSTER,
+    PROPERTY_CORRELATION_ID,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_MAX_RECONSUME_TIMES,
+    PROPERTY_MESSAGE_REPLY_TO_CLIENT,
+    PROPERTY_MESSAGE_TTL,
+    PROPERTY_MESSAGE_TYPE,
     PROPERTY_RECONSUME_TIME,
     PROPERTY_TAGS,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
+    REPLY_MESSAGE_FLAG,
     TRANSACTION_PREPARED_TYPE,
     Message,
+    MessageExt,
 )
 from rocketq.common.message_id import UniqueIdGenerator
-from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
+from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, REPLY_TOPIC_POSTFIX, RETRY_GROUP_TOPIC_PREFIX
 from rocketq.remoting.codes import ResponseCode
 
-__all__ = ["DEFAULT_PRODUCER_GROUP", "Producer", "SendCallback", "new_message"]
+__all__ = [
+    "DEFAULT_PRODUCER_GROUP", "Producer", "RequestCallback", "SendCallback", "create_reply_message", "new_message",
+]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +105,8 @@ RETRY_RESPONSE_CODES = frozenset({
 })  # fmt: skip
 
 SendCallback = Callable[[SendResult | None, BaseException | None], Any]
+#: ``callback(reply, exception)`` of :meth:`Producer.request_async`.
+RequestCallback = Callable[[MessageExt | None, BaseException | None], Any]
 
 _id_generators: dict[str, UniqueIdGenerator] = {}
 
@@ -146,6 +160,24 @@ def check_topic(topic: str) -> None:
         raise InvalidMessageError(
             f"the specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         )
+
+
+def create_reply_message(request: Message, body: bytes | str) -> Message:
+    """The reply to a request of request-reply (Java's ``MessageUtil.createReplyMessage``): to the topic
+    ``<cluster>_REPLY_TOPIC`` of the broker cluster that stored the request, marked ``MSG_TYPE=reply`` and carrying
+    the request's ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``. Send it with :meth:`Producer.send`."""
+    props = request.properties
+    cluster = props.get(PROPERTY_CLUSTER)
+    if cluster is None:
+        raise InvalidMessageError(f"create reply message fail, requestMessage error, property[{PROPERTY_CLUSTER}] is "
+                                  "null (a message consumed from a broker carries it)")  # fmt: skip
+    reply = Message(f"{cluster}_{REPLY_TOPIC_POSTFIX}", body.encode("utf-8") if isinstance(body, str) else bytes(body))
+    reply.properties[PROPERTY_MESSAGE_TYPE] = REPLY_MESSAGE_FLAG
+    for name in (PROPERTY_CORRELATION_ID, PROPERTY_MESSAGE_REPLY_TO_CLIENT, PROPERTY_MESSAGE_TTL):
+        value = props.get(name)
+        if value is not None:
+            reply.properties[name] = value
+    return reply
 
 
 class CommunicationMode(enum.Enum):
@@ -321,6 +353,76 @@ class Producer:
             result = await self._send_default(batch, CommunicationMode.SYNC, timeout, batch_items=msgs)
         assert result is not None
         return result
+
+    async def request(self, msg: Message, timeout: float | None = None, *, queue: MessageQueue | None = None,
+                      selector: MessageQueueSelector | None = None, arg: object = None) -> MessageExt:  # fmt: skip
+        """Send ``msg`` as a request and return its reply (RocketMQ's request-reply, 4.6+): a consumer of the
+        topic answers with :func:`create_reply_message` and ``send``, and the broker pushes that reply here.
+
+        ``timeout`` (seconds, default ``send_timeout``) covers the send and the wait. Raises
+        :class:`RequestTimeoutError` when the request went out but no reply came in time, the send's own error
+        when it did not go out. The message gets ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` (this client's id) and
+        ``TTL`` (the timeout in ms)."""
+        budget = timeout or self.send_timeout
+        begin = time.monotonic()
+        correlation_id = await self._prepare_request(msg, budget)
+        instance = self.instance
+        future: asyncio.Future[MessageExt] = asyncio.get_running_loop().create_future()
+        instance.reply_futures[correlation_id] = future
+        try:
+            try:
+                await self._dispatch(msg, CommunicationMode.ASYNC, queue, selector, arg,
+                                     max(0.001, budget - (time.monotonic() - begin)))  # fmt: skip
+            except ClientError as exc:
+                exc.add_note(f"send request message to <{msg.topic}> fail")
+                raise
+            remaining = budget - (time.monotonic() - begin)
+            try:
+                if remaining <= 0 and not future.done():
+                    raise TimeoutError
+                return await asyncio.wait_for(future, max(remaining, 0.001))
+            except TimeoutError:
+                raise RequestTimeoutError(f"send request message to <{msg.topic}> OK, but wait reply message "
+                                          f"timeout, {round(budget * 1000)} ms.") from None  # fmt: skip
+        finally:
+            if instance.reply_futures.get(correlation_id) is future:
+                del instance.reply_futures[correlation_id]
+
+    def request_async(self, msg: Message, callback: RequestCallback | None = None, timeout: float | None = None, *,
+                      queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
+                      arg: object = None) -> asyncio.Task[MessageExt]:  # fmt: skip
+        """:meth:`request` as a task started at once; ``callback(reply, exception)`` is called when it is done."""
+        self.instance  # noqa: B018  (raises when not running)
+        task = asyncio.ensure_future(self.request(msg, timeout, queue=queue, selector=selector, arg=arg))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        if callback is not None:
+
+            def done(t: asyncio.Task[MessageExt]) -> None:
+                if t.cancelled():
+                    callback(None, asyncio.CancelledError())
+                else:
+                    exc = t.exception()
+                    callback(None, exc) if exc is not None else callback(t.result(), None)
+
+            task.add_done_callback(done)
+        else:
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # mark the exception retrieved
+        return task
+
+    async def _prepare_request(self, msg: Message, timeout: float) -> str:
+        """``prepareSendRequest``: the request's properties, and, for a topic not routed yet, its route and a
+        heartbeat to every broker (the broker that takes the reply must know this client's connection)."""
+        self._check_message(msg)
+        correlation_id = str(uuid.uuid4())  # CorrelationIdUtil: a random UUID
+        instance = self.instance
+        msg.properties[PROPERTY_CORRELATION_ID] = correlation_id
+        msg.properties[PROPERTY_MESSAGE_REPLY_TO_CLIENT] = instance.client_id
+        msg.properties[PROPERTY_MESSAGE_TTL] = str(round(timeout * 1000))
+        if msg.topic not in instance.topic_route_table:
+            await self._find_publish_info(msg.topic)
+            await instance.send_heartbeat_to_all_brokers()
+        return correlation_id
 
     async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """The queues a message to ``topic`` can go to."""
@@ -538,8 +640,9 @@ class Producer:
             if max_reconsume is not None:
                 header["maxReconsumeTimes"] = int(max_reconsume)
         oneway = mode is CommunicationMode.ONEWAY
-        request = instance.api.send_request(header, body, batch=batch_items is not None,
-                                            smart=self.send_smart_msg, oneway=oneway)  # fmt: skip
+        request = instance.api.send_request(header, body, batch=batch_items is not None, smart=self.send_smart_msg,
+                                            oneway=oneway,
+                                            reply=props.get(PROPERTY_MESSAGE_TYPE) == REPLY_MESSAGE_FLAG)  # fmt: skip
         if oneway:
             await instance.api.invoke_oneway(addr, request)
             return None
