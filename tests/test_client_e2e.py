@@ -645,6 +645,86 @@ async def scenario_request_reply(cluster: Cluster) -> None:
                 assert 1.4 < time.monotonic() - begin < 5
 
 
+async def scenario_admin_calls_to_a_consumer(cluster: Cluster) -> None:
+    """What the admin tools ask of a consumer through its broker (mqadmin consumerStatus, getConsumerStatus, the
+    dashboard's resend): GET_CONSUMER_RUNNING_INFO, GET_CONSUMER_STATUS_FROM_CLIENT (via
+    INVOKE_BROKER_TO_GET_CONSUMER_STATUS) and CONSUME_MESSAGE_DIRECTLY, answered by the Python push consumer."""
+    from rocketq.client.admin import MQAdmin
+    from rocketq.common import json_compat
+    from rocketq.remoting.codes import RequestCode
+    from rocketq.remoting.command import create_request
+    from rocketq.remoting.transport import RemotingClient
+
+    topic, group = unique("AdminCalls"), unique("AdminG")
+    consumed: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt], context: Any) -> ConsumeConcurrentlyStatus:
+        for m in msgs:
+            if m.body == b"boom":
+                raise RuntimeError("listener says no")
+            consumed.append(m.body)
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER if msgs[0].body == b"later" else \
+            ConsumeConcurrentlyStatus.CONSUME_SUCCESS  # fmt: skip
+
+    async with Producer(unique("PG"), config=client_config(cluster)) as producer:
+        await make_topic(producer, topic, 2)
+        sent = [await producer.send(new_message(topic, f"m{i}")) for i in range(6)]
+        consumer = PushConsumer(group, config=client_config(cluster, instance_name="admin-target"),
+                                listener=listener, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                consume_thread_nums=3)  # fmt: skip
+        consumer.subscribe(topic, "*")
+        async with consumer, MQAdmin(cluster.namesrv_addr) as admin:
+            await wait_until(lambda: len(consumed) >= 6, 30, "six messages consumed")
+            await consumer.persist_consumer_offset()
+            broker_addr = next(iter((await admin.cluster_info()).broker_addr_table.values())).broker_addrs[0]
+            client = RemotingClient(broker_addr)
+            try:
+                r = await client.invoke(create_request(RequestCode.GET_CONSUMER_RUNNING_INFO, {
+                    "consumerGroup": group, "clientId": consumer.client_id, "jstackEnable": True}), 10)  # fmt: skip
+                assert r.code == 0, r.remark
+                info = json_compat.loads(r.body)
+                props = info["properties"]
+                assert props["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY" and props["PROP_CONSUMEORDERLY"] == "false"
+                assert props["PROP_THREADPOOL_CORE_SIZE"] == "3" and props["consumerGroup"] == group
+                assert props["messageModel"] == "CLUSTERING" and props["PROP_NAMESERVER_ADDR"].endswith(";")
+                assert int(props["PROP_CONSUMER_START_TIMESTAMP"]) > 0 and props["PROP_CLIENT_VERSION"].startswith("V")
+                assert {s["topic"] for s in info["subscriptionSet"]} == {topic, f"%RETRY%{group}"}
+                held = {(k["topic"], k["queueId"]): v for k, v in info["mqTable"].items()}
+                assert {q for t, q in held if t == topic} == {0, 1}
+                assert sum(v["commitOffset"] for (t, _q), v in held.items() if t == topic) == 6
+                assert all(v["droped"] is False and v["lastPullTimestamp"] > 1e12 for v in held.values())
+                status = info["statusTable"][topic]
+                assert status["consumeOKTPS"] == pytest.approx(6 / 60) and status["pullRT"] >= 0
+                assert status["consumeFailedMsgs"] == 0 and "Thread: " in info["jstack"]
+                missing = await client.invoke(create_request(RequestCode.GET_CONSUMER_RUNNING_INFO, {
+                    "consumerGroup": "NoSuchGroup", "clientId": consumer.client_id}), 10)  # fmt: skip
+                assert missing.code != 0
+
+                r = await client.invoke(create_request(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, {
+                    "topic": topic, "group": group}), 10)  # fmt: skip
+                assert r.code == 0, r.remark
+                table = json_compat.loads(r.body)["consumerTable"][consumer.client_id]
+                assert sorted((k["queueId"], v) for k, v in table.items()) == \
+                    sorted((q, v["commitOffset"]) for (t, q), v in held.items() if t == topic)  # fmt: skip
+
+                async def direct(offset_msg_id: str) -> dict[str, Any]:
+                    answer = await client.invoke(create_request(RequestCode.CONSUME_MESSAGE_DIRECTLY, {
+                        "consumerGroup": group, "clientId": consumer.client_id, "msgId": offset_msg_id}), 10)
+                    assert answer.code == 0, answer.remark
+                    return dict(json_compat.loads(answer.body))
+
+                ok = await direct(sent[2].offset_msg_id)
+                assert ok["consumeResult"] == "CR_SUCCESS" and ok["order"] is False and ok["autoCommit"] is True
+                assert consumed.count(b"m2") == 2  # consumed again, through the listener
+                for body, verdict in ((b"later", "CR_LATER"), (b"boom", "CR_THROW_EXCEPTION")):
+                    extra = await producer.send(new_message(unique("Elsewhere"), body))
+                    result = await direct(extra.offset_msg_id)
+                    assert result["consumeResult"] == verdict, result
+                assert "listener says no" in result["remark"]
+            finally:
+                await client.close()
+
+
 # -----------------------------------------------------------------------------------------------------
 # Tests (rocketq in this process)
 # -----------------------------------------------------------------------------------------------------
@@ -692,6 +772,10 @@ def test_flow_control_by_cached_count(cluster: Cluster) -> None:
 
 def test_request_reply(cluster: Cluster) -> None:
     run(scenario_request_reply(cluster))
+
+
+def test_admin_calls_to_a_consumer(cluster: Cluster) -> None:
+    run(scenario_admin_calls_to_a_consumer(cluster))
 
 
 def test_blocking_api(cluster: Cluster) -> None:

@@ -122,3 +122,7 @@ def test_blocking_api(cluster: e2e.Cluster) -> None:
 
 def test_request_reply(cluster: e2e.Cluster) -> None:
     e2e.run(e2e.scenario_request_reply(cluster))
+
+
+def test_admin_calls_to_a_consumer(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_admin_calls_to_a_consumer(cluster))

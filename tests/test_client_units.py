@@ -271,3 +271,33 @@ def test_blocking_clients_refuse_misuse() -> None:
     finally:
         _LoopThread.release()
     assert _LoopThread._current is None  # the last user stopped the loop thread
+
+
+def test_consumer_stats_rates_cover_a_minute_failed_messages_an_hour(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocketq.client import running_info
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(running_info.time, "time", lambda: now[0])
+    stats = running_info.ConsumerStatsManager()
+    stats.inc_pull_rt("G", "T", 10.0)
+    stats.inc_pull_rt("G", "T", 30.0)
+    stats.inc_pull_tps("G", "T", 32)
+    stats.inc_consume_ok_tps("G", "T", 30)
+    stats.inc_consume_failed_tps("G", "T", 6)
+    stats.inc_consume_rt("G", "T", 4.0)
+    s = stats.consume_status("G", "T")
+    assert (s.pull_rt, s.pull_tps, s.consume_ok_tps, s.consume_failed_tps) == (20.0, 32 / 60, 0.5, 0.1)
+    assert (s.consume_rt, s.consume_failed_msgs) == (4.0, 6)
+    assert stats.consume_status("G", "Other") == running_info.ConsumeStatus()
+    now[0] += 61  # past the minute: rates fall to zero, failures still count for the hour
+    s = stats.consume_status("G", "T")
+    assert (s.pull_rt, s.pull_tps, s.consume_ok_tps, s.consume_failed_msgs) == (0.0, 0.0, 0.0, 6)
+    now[0] += 3600
+    stats.inc_consume_ok_tps("G", "T", 1)  # a new bucket drops those older than an hour
+    assert stats.consume_status("G", "T").consume_failed_msgs == 0
+    info = running_info.ConsumerRunningInfo(status_table={"T": s})
+    from rocketq.common import json_compat
+
+    body = json_compat.loads(json_compat.dumps_bytes(info))
+    assert set(body["statusTable"]["T"]) == {"pullRT", "pullTPS", "consumeRT", "consumeOKTPS", "consumeFailedTPS",
+                                             "consumeFailedMsgs"}  # Java's member names

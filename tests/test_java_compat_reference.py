@@ -195,3 +195,52 @@ def _check_verbs(s: Servers) -> None:
     assert re.search(r"^Sub\s+cg_trace\S*\s+\S+\s+.*success", out, re.M), out
     _code, out = s.run(["admin", "clusterRT", "-a", "2", "-s", "64", "-i", "1", "-n", s.namesrv], 12)
     assert re.search(r"DefaultCluster\s+broker-a\s+[\d.]+\s+2\s+0", out), out
+
+
+_PY_CONSUMER = """
+import asyncio, sys
+from rocketq.client import (ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, Producer, PushConsumer,
+                            new_message)
+async def main():
+    cfg = ClientConfig(namesrv_addr=sys.argv[1], instance_name="pyhold")
+    async with Producer("PyHoldPG", config=cfg) as producer:
+        await producer.create_topic("PyHoldT", 4)
+        for i in range(20):
+            await producer.send(new_message("PyHoldT", f"m{i}", keys=f"py{i}"))
+        async def listener(msgs, context):
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        consumer = PushConsumer("PyHoldG", config=cfg, listener=listener,
+                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        consumer.subscribe("PyHoldT", "*")
+        async with consumer:
+            await asyncio.sleep(2)
+            print("HOLDING", consumer.client_id, flush=True)
+            await asyncio.sleep(float(sys.argv[2]))
+asyncio.run(main())
+"""
+
+
+def test_mqadmin_consumer_status_of_a_python_consumer(servers: Servers) -> None:
+    """mqadmin 4.9 asks a rocketq push consumer about itself (GET_CONSUMER_RUNNING_INFO through the broker) and
+    has it consume a message again (CONSUME_MESSAGE_DIRECTLY): the tool reads the Python client's answers."""
+    holder = subprocess.Popen([sys.executable, "-c", _PY_CONSUMER, servers.namesrv, "300"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
+        assert line.startswith("HOLDING"), line
+        client_id = line.split()[1]
+        out = servers.admin("consumerStatus", "-g", "PyHoldG")
+        assert "Same subscription in the same group of consumer" in out and "Rebalance OK" in out, out
+        out = servers.admin("consumerStatus", "-g", "PyHoldG", "-i", client_id)
+        assert re.search(r"PROP_CONSUME_TYPE\s+:\s+CONSUME_PASSIVELY", out), out
+        assert re.search(r"^PyHoldT\s+broker-a\s+0\s+5\s*$", out, re.M), out  # the committed offsets
+        assert re.search(r"^PyHoldT(\s+[\d.]+){6}\s*$", out, re.M), out  # its pull and consume rates
+        unique = re.search(r"^([0-9A-F]{32})\s", servers.admin("queryMsgByKey", "-t", "PyHoldT", "-k", "py3"), re.M)
+        assert unique
+        out = servers.admin("queryMsgByUniqueKey", "-i", unique.group(1), "-t", "PyHoldT", "-g", "PyHoldG",
+                            "-d", client_id)  # fmt: skip
+        assert "consumeResult=CR_SUCCESS" in out, out
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)

@@ -25,6 +25,7 @@ from rocketq.broker.protocol import (
     ConsumerConnection,
     ConsumeStats,
     ConsumeStatsList,
+    GetConsumerStatusBody,
     KVTable,
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -64,6 +65,8 @@ Handler = Callable[[RemotingConnection, RemotingCommand], "RemotingCommand | Awa
 
 #: ``Broker2Client.callClient``'s wait for a consumer's answer (seconds).
 CALL_CLIENT_TIMEOUT = 10.0
+#: ``Broker2Client.getConsumeStatus``: how long each consumer has to give its offsets.
+GET_CONSUMER_STATUS_TIMEOUT = 5.0
 
 #: Settings ``UPDATE_BROKER_CONFIG`` leaves alone: they were used at start (sockets, files, identity), and
 #: rocketq derives its announced address from some of them, where Java's copies just go stale.
@@ -111,6 +114,7 @@ class AdminBrokerProcessor:
             RequestCode.QUERY_CONSUME_TIME_SPAN: self.query_consume_time_span,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.get_consumer_status,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             RequestCode.GET_ALL_PRODUCER_INFO: self.get_all_producer_info,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
@@ -600,6 +604,40 @@ class AdminBrokerProcessor:
         return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(ResetOffsetBody(table)))
 
     # --- calls passed on to a consumer ------------------------------------------------------------------
+    async def get_consumer_status(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (``mqadmin getConsumerStatus``, ``Broker2Client.getConsumeStatus``):
+        GET_CONSUMER_STATUS_FROM_CLIENT to each consumer of the group (or only to ``clientAddr``, a client id), and
+        their offset tables by client id. A client that does not answer in 5 s is left out."""
+        h = request.header
+        topic, group, only = h.get_str("topic"), h.get_str("group"), h.get_str("clientAddr", None)
+        info = self.controller.consumer_manager.get_consumer_group_info(group)
+        channels = list(info.channel_info_table.values()) if info is not None else []
+        if not channels:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR,
+                                     f"No Any Consumer online in the consumer group: [{group}]")  # fmt: skip
+        table: dict[str, dict[MessageQueue, int]] = {}
+        for channel in channels:
+            if channel.version < MQVersion.V3_0_7_SNAPSHOT:
+                return make_response_for(request, ResponseCode.SYSTEM_ERROR, "the client does not support this "
+                                         f"feature. version={_version_desc(channel.version)}")  # fmt: skip
+            if only and only != channel.client_id:
+                continue
+            ask = create_request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": topic, "group": group})
+            try:
+                answer = await channel.connection.invoke(ask, timeout=GET_CONSUMER_STATUS_TIMEOUT)
+                if answer.code == ResponseCode.SUCCESS and answer.body:
+                    got = json_compat.loads(answer.body).get("messageQueueTable") or {}
+                    table[channel.client_id] = {
+                        MessageQueue(str(k["topic"]), str(k["brokerName"]), int(k["queueId"])): int(v)
+                        for k, v in got.items()
+                    }  # fmt: skip
+            except (RemotingError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                log.warning("getConsumeStatus: %s of group %s did not answer: %s", channel.client_id, group, exc)
+            if only:
+                break
+        body = GetConsumerStatusBody(consumer_table={cid: dict(sorted(t.items())) for cid, t in table.items()})
+        return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(body))
+
     async def get_consumer_running_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO (mqadmin consumerStatus): asked of the consumer itself."""
         h = request.header

@@ -165,6 +165,14 @@ class QueryConsumeTimeSpanBody:
 
 
 @dataclass
+class GetConsumerStatusBody:
+    """Body of INVOKE_BROKER_TO_GET_CONSUMER_STATUS's answer: each client's offsets by client id."""
+
+    message_queue_table: dict[MessageQueue, int] = field(default_factory=dict)
+    consumer_table: dict[str, dict[MessageQueue, int]] = field(default_factory=dict)
+
+
+@dataclass
 class ResetOffsetBody:
     """Body of RESET_CONSUMER_CLIENT_OFFSET and of the INVOKE_BROKER_TO_RESET_OFFSET answer."""
 

@@ -47,13 +47,22 @@ from rocketq.client.heartbeat import (
     SubscriptionData,
 )
 from rocketq.client.message_queue import MessageQueue
-from rocketq.client.mq_client_api import MQClientAPI
+from rocketq.client.mq_client_api import MQClientAPI, decode_records
 from rocketq.client.route import (
     MASTER_ID,
     TopicPublishInfo,
     TopicRouteData,
     route_to_publish_info,
     route_to_subscribe_info,
+)
+from rocketq.client.running_info import (
+    PROP_CLIENT_VERSION,
+    PROP_CONSUME_TYPE,
+    PROP_NAMESERVER_ADDR,
+    ConsumerRunningInfo,
+    ConsumerStatsManager,
+    GetConsumerStatusBody,
+    thread_stacks,
 )
 from rocketq.common import json_compat
 from rocketq.common.aio import wait_event
@@ -66,7 +75,7 @@ from rocketq.common.message import (
     string_to_properties,
 )
 from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
-from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.codes import MQVersion, RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.transport import ProcessorTable, RemotingClient, RemotingConnection
 
@@ -120,6 +129,8 @@ class ConsumerInner(Protocol):
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
+    def consumer_running_info(self) -> ConsumerRunningInfo: ...
+
 
 # One registry per event loop: an instance's connections and tasks belong to the loop that made them.
 _REGISTRY: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]] = (
@@ -171,6 +182,10 @@ class ClientInstance:
         processors.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
         processors.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         processors.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_reply_message)
+        processors.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_consumer_running_info)
+        processors.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_message_directly)
+        processors.register(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, self._on_get_consumer_status)
+        self.consumer_stats = ConsumerStatsManager()
         #: Correlation id -> the future of a request's reply (completed by :meth:`_on_reply_message`).
         self.reply_futures: dict[str, asyncio.Future[MessageExt]] = {}
         self.producers: dict[str, ProducerInner] = {}
@@ -495,6 +510,46 @@ class ClientInstance:
                         "%s", correlation_id, f"{msg.born_host[0]}:{msg.born_host[1]}")  # fmt: skip
         return make_response_for(request, ResponseCode.SUCCESS)
 
+    def _on_consumer_running_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO (``consumerRunningInfo``): the group's consumer here, as the admin tools show
+        it; the stacks of this process's threads when ``jstackEnable``."""
+        h = request.header
+        group = h.get_str("consumerGroup")
+        consumer = self.consumers.get(group)
+        if consumer is None:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR,
+                                     f"The Consumer Group <{group}> not exist in this consumer")  # fmt: skip
+        info = consumer.consumer_running_info()
+        info.properties[PROP_NAMESERVER_ADDR] = "".join(f"{a};" for a in self.api.namesrv_addrs())
+        info.properties[PROP_CONSUME_TYPE] = consumer.consume_type.name
+        info.properties[PROP_CLIENT_VERSION] = _version_desc(self.config.version)  # what its requests say
+        if h.get_bool("jstackEnable", False):
+            info.jstack = thread_stacks()
+        return make_response_for(request, ResponseCode.SUCCESS, body=json_compat.dumps_bytes(info.sorted()))
+
+    async def _on_consume_message_directly(self, conn: RemotingConnection,
+                                           request: RemotingCommand) -> RemotingCommand:  # fmt: skip
+        """CONSUME_MESSAGE_DIRECTLY: the record in the body handed to the group's push consumer's listener."""
+        h = request.header
+        group = h.get_str("consumerGroup")
+        consumer = self.consumers.get(group)
+        direct = getattr(consumer, "consume_message_directly", None)
+        msgs = decode_records(request.body)
+        if direct is None or not msgs:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR,
+                                     f"The Consumer Group <{group}> not exist in this consumer")  # fmt: skip
+        result = await direct(msgs[0], h.get_str("brokerName", None) or "")
+        return make_response_for(request, ResponseCode.SUCCESS, body=json_compat.dumps_bytes(result))
+
+    def _on_get_consumer_status(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_STATUS_FROM_CLIENT (``getConsumerStatus``): the group's offsets of the topic here."""
+        h = request.header
+        consumer = self.consumers.get(h.get_str("group"))
+        store = getattr(consumer, "offset_store", None) if consumer is not None else None
+        table = dict(sorted(store.clone_offset_table(h.get_str("topic")).items())) if store is not None else {}
+        body = GetConsumerStatusBody(message_queue_table=table)
+        return make_response_for(request, ResponseCode.SUCCESS, body=json_compat.dumps_bytes(body))
+
     async def _on_reset_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
         h = request.header
         topic = h.get_str("topic")
@@ -545,3 +600,11 @@ def _reply_message(request: RemotingCommand, received_ms: int) -> MessageExt:
     if store:
         msg.store_host = _socket_address(store)
     return msg
+
+
+def _version_desc(version: int) -> str:
+    """``MQVersion.getVersionDesc``: the name of a version number."""
+    try:
+        return MQVersion(version).name
+    except ValueError:
+        return f"V{version}"

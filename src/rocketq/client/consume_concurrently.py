@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -36,6 +37,7 @@ from rocketq.client.listener import (
 )
 from rocketq.client.message_queue import MessageQueue
 from rocketq.client.process_queue import ProcessQueue
+from rocketq.client.running_info import ConsumeMessageDirectlyResult
 from rocketq.common.message import PROPERTY_RETRY_TOPIC, MessageExt
 
 if TYPE_CHECKING:
@@ -135,6 +137,7 @@ class ConsumeMessageConcurrentlyService:
         consumer = self.consumer
         reset_retry_topic(request.msgs, consumer.retry_topic)
         context = ConsumeConcurrentlyContext(request.mq)
+        begin = time.monotonic()
         try:
             result = await call_listener(self.listener, self.is_async, request.msgs, context, self._executor)
         except asyncio.CancelledError:
@@ -143,12 +146,9 @@ class ConsumeMessageConcurrentlyService:
             log.warning("%s: listener failed on %d message(s) of %s", consumer.group, len(request.msgs),
                         request.mq, exc_info=True)  # fmt: skip
             result = ConsumeConcurrentlyStatus.RECONSUME_LATER
-        if result is None or result is True:
-            status = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-        elif result is False:
-            status = ConsumeConcurrentlyStatus.RECONSUME_LATER
-        else:
-            status = ConsumeConcurrentlyStatus(result)
+        consumer.instance.consumer_stats.inc_consume_rt(consumer.group, request.mq.topic,
+                                                        (time.monotonic() - begin) * 1000)  # fmt: skip
+        status = _concurrently_status(result)
         if request.pq.dropped:
             log.info("%s: %s was dropped while its batch was consumed: result not applied", consumer.group,
                      request.mq)  # fmt: skip
@@ -159,13 +159,13 @@ class ConsumeMessageConcurrentlyService:
                               request: ConsumeRequest) -> None:  # fmt: skip
         consumer = self.consumer
         msgs = request.msgs
-        if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
-            ack_index = min(context.ack_index, len(msgs) - 1)
-            consumer.stats["consumed_ok"] += ack_index + 1
-            consumer.stats["consumed_failed"] += len(msgs) - ack_index - 1
-        else:
-            ack_index = -1
-            consumer.stats["consumed_failed"] += len(msgs)
+        ok = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        ack_index = min(context.ack_index, len(msgs) - 1) if ok else -1
+        consumer.stats["consumed_ok"] += ack_index + 1
+        consumer.stats["consumed_failed"] += len(msgs) - ack_index - 1
+        stats = consumer.instance.consumer_stats
+        stats.inc_consume_ok_tps(consumer.group, request.mq.topic, ack_index + 1)
+        stats.inc_consume_failed_tps(consumer.group, request.mq.topic, len(msgs) - ack_index - 1)
         failed = msgs[ack_index + 1 :]
         keep = msgs
         if failed:
@@ -186,3 +186,31 @@ class ConsumeMessageConcurrentlyService:
         offset = request.pq.remove_message(keep)
         if offset >= 0 and not request.pq.dropped:
             consumer.offset_store.update_offset(request.mq, offset, True)
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY (``consumeMessageDirectly``): *msg* handed to the listener alone, outside the
+        queues; nothing is committed or sent back, the answer says how it went."""
+        result = ConsumeMessageDirectlyResult(order=False, auto_commit=True)
+        reset_retry_topic([msg], self.consumer.retry_topic)
+        context = ConsumeConcurrentlyContext(MessageQueue(msg.topic, broker_name, msg.queue_id))
+        begin = time.monotonic()
+        try:
+            answer = await call_listener(self.listener, self.is_async, [msg], context, self._executor)
+            result.consume_result = "CR_SUCCESS" if _concurrently_status(answer) is \
+                ConsumeConcurrentlyStatus.CONSUME_SUCCESS else "CR_LATER"  # fmt: skip
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            result.consume_result = "CR_THROW_EXCEPTION"
+            result.remark = f"{type(exc).__name__}: {exc}"
+        result.spent_time_mills = round((time.monotonic() - begin) * 1000)
+        return result
+
+
+def _concurrently_status(result: object) -> ConsumeConcurrentlyStatus:
+    """A listener's answer as a status: ``None`` and ``True`` are success, ``False`` is "later"."""
+    if result is None or result is True:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    if result is False:
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER
+    return ConsumeConcurrentlyStatus(result)

@@ -34,6 +34,7 @@ from rocketq.client.listener import (
 )
 from rocketq.client.message_queue import MessageQueue
 from rocketq.client.process_queue import ProcessQueue
+from rocketq.client.running_info import ConsumeMessageDirectlyResult
 from rocketq.common.message import PROPERTY_RECONSUME_TIME, MessageExt
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ class ConsumeMessageOrderlyService:
                 async with pq.consume_lock:
                     if pq.dropped:
                         return
+                    started = time.monotonic()
                     try:
                         result = await call_listener(self.listener, self.is_async, msgs, context, self._executor)
                     except asyncio.CancelledError:
@@ -169,12 +171,9 @@ class ConsumeMessageOrderlyService:
                     except Exception:
                         log.warning("%s: orderly listener failed on %s", self.consumer.group, mq, exc_info=True)
                         result = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                    if result is None or result is True:
-                        status = ConsumeOrderlyStatus.SUCCESS
-                    elif result is False:
-                        status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                    else:
-                        status = ConsumeOrderlyStatus(result)
+                    self.consumer.instance.consumer_stats.inc_consume_rt(self.consumer.group, mq.topic,
+                                                                         (time.monotonic() - started) * 1000)
+                    status = _orderly_status(result)
                     if not await self._process_result(msgs, status, context, pq, mq):
                         return
 
@@ -183,8 +182,10 @@ class ConsumeMessageOrderlyService:
         consumer = self.consumer
         commit_offset = -1
         continue_consume = True
+        stats = consumer.instance.consumer_stats
         if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
             consumer.stats["consumed_failed"] += len(msgs)
+            stats.inc_consume_failed_tps(consumer.group, mq.topic, len(msgs))
             if await self._check_reconsume_times(msgs):
                 pq.make_message_to_consume_again(msgs)
                 suspend = context.suspend_current_queue_time_millis
@@ -195,6 +196,7 @@ class ConsumeMessageOrderlyService:
                 commit_offset = pq.commit()
         else:
             consumer.stats["consumed_ok"] += len(msgs)
+            stats.inc_consume_ok_tps(consumer.group, mq.topic, len(msgs))
             commit_offset = pq.commit()
         if commit_offset >= 0 and not pq.dropped:
             consumer.offset_store.update_offset(mq, commit_offset, False)
@@ -214,3 +216,36 @@ class ConsumeMessageOrderlyService:
                 suspend = True
                 msg.reconsume_times += 1
         return suspend
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY for an orderly listener (``consumeMessageDirectly``): the message alone, no
+        queue lock, nothing committed; the answer says how it went."""
+        result = ConsumeMessageDirectlyResult(order=True)
+        reset_retry_topic([msg], self.consumer.retry_topic)
+        context = ConsumeOrderlyContext(MessageQueue(msg.topic, broker_name, msg.queue_id))
+        begin = time.monotonic()
+        try:
+            status = _orderly_status(await call_listener(self.listener, self.is_async, [msg], context,
+                                                         self._executor))  # fmt: skip
+            result.consume_result = {
+                ConsumeOrderlyStatus.SUCCESS: "CR_SUCCESS", ConsumeOrderlyStatus.COMMIT: "CR_COMMIT",
+                ConsumeOrderlyStatus.ROLLBACK: "CR_ROLLBACK", ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+                "CR_LATER",
+            }[status]  # fmt: skip
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            result.consume_result = "CR_THROW_EXCEPTION"
+            result.remark = f"{type(exc).__name__}: {exc}"
+        result.auto_commit = context.auto_commit
+        result.spent_time_mills = round((time.monotonic() - begin) * 1000)
+        return result
+
+
+def _orderly_status(result: object) -> ConsumeOrderlyStatus:
+    """A listener's answer as a status: ``None`` and ``True`` are success, ``False`` suspends the queue."""
+    if result is None or result is True:
+        return ConsumeOrderlyStatus.SUCCESS
+    if result is False:
+        return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+    return ConsumeOrderlyStatus(result)

@@ -34,6 +34,12 @@ from rocketq.client.message_queue import MessageQueue
 from rocketq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from rocketq.client.pull_api import PullAPIWrapper
 from rocketq.client.rebalance import RebalanceImpl, compute_pull_from_where, max_offset, min_offset, search_offset
+from rocketq.client.running_info import (
+    PROP_CONSUMER_START_TIMESTAMP,
+    ConsumerRunningInfo,
+    ProcessQueueInfo,
+    running_info_properties,
+)
 
 __all__ = ["ConsumerBase", "parse_consume_timestamp"]
 
@@ -92,8 +98,36 @@ class ConsumerBase:
         self.offset_store: OffsetStore = None  # type: ignore[assignment]
         self.rebalance: RebalanceImpl = None  # type: ignore[assignment]
         self.pull_api: PullAPIWrapper = None  # type: ignore[assignment]
+        self.start_timestamp = 0  # epoch ms of the last start
 
     # -- MQConsumerInner --------------------------------------------------------------------------
+
+    def running_settings(self) -> dict[str, Any]:
+        """The settings GET_CONSUMER_RUNNING_INFO reports, under Java's property names (``object2Properties`` of
+        the consumer); a consumer class adds its own."""
+        timestamp = _dt.datetime.fromtimestamp(self.consume_timestamp_ms / 1000) if self.consume_timestamp_ms \
+            else None  # fmt: skip
+        return {
+            "consumerGroup": self._group, "messageModel": self._message_model,
+            "consumeFromWhere": self._consume_from_where,
+            "consumeTimestamp": timestamp.strftime("%Y%m%d%H%M%S") if timestamp else None,
+            "allocateMessageQueueStrategy": type(self.allocate_strategy).__name__,
+            "namesrvAddr": ";".join(self.config.namesrv_addrs()) or None,
+            "instanceName": self.config.resolved_instance_name(),
+            "clientIP": self.config.ip(), "unitMode": False,
+        }  # fmt: skip
+
+    def consumer_running_info(self) -> ConsumerRunningInfo:
+        """``consumerRunningInfo``: settings, subscriptions and the queues held (with the committed offset known
+        here); a push consumer adds its consume rates."""
+        info = ConsumerRunningInfo(properties=running_info_properties(self.running_settings()))
+        info.properties[PROP_CONSUMER_START_TIMESTAMP] = str(self.start_timestamp)
+        info.subscription_set = list(self.subscriptions())
+        table = self.rebalance.process_queue_table if self.rebalance is not None else {}
+        offsets = self.offset_store.clone_offset_table() if self.offset_store is not None else {}
+        for mq, pq in list(table.items()):
+            info.mq_table[mq] = pq.fill_info(ProcessQueueInfo(commit_offset=offsets.get(mq, -1)))
+        return info
 
     @property
     def group(self) -> str:
@@ -168,6 +202,7 @@ class ConsumerBase:
         self._instance = instance
         self._running = True
         self._stopping = False
+        self.start_timestamp = int(time.time() * 1000)
 
     async def _close_instance(self, instance: ClientInstance) -> None:
         """The last steps of every ``shutdown``: leave the instance, unregister from the brokers, release it."""

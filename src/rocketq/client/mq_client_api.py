@@ -121,6 +121,9 @@ class MQClientAPI:
     def set_namesrv_addrs(self, addrs: Iterable[str]) -> None:
         self._namesrv_addrs = list(addrs)
 
+    def namesrv_addrs(self) -> list[str]:
+        return list(self._namesrv_addrs)
+
     async def invoke_namesrv(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         addrs = self._namesrv_addrs or self.config.namesrv_addrs()
         self._namesrv_addrs = addrs

@@ -22,6 +22,7 @@ import operator
 import time
 from collections.abc import Iterable
 
+from rocketq.client.running_info import ProcessQueueInfo, epoch_ms
 from rocketq.common.message import MessageExt
 
 __all__ = ["ProcessQueue"]
@@ -50,6 +51,25 @@ class ProcessQueue:
         self.try_unlock_times = 0
         self.msg_acc_cnt = 0
         self.consume_lock = asyncio.Lock()  # orderly: held while a batch of this queue is being consumed
+
+    def fill_info(self, info: ProcessQueueInfo) -> ProcessQueueInfo:
+        """``fillProcessQueueInfo``: the cache, the orderly batch in hand, the lock and the times (epoch ms)."""
+        if self._offsets:
+            info.cached_msg_min_offset = self._offsets[0]
+            info.cached_msg_max_offset = self._offsets[-1]
+            info.cached_msg_count = len(self._offsets)
+            info.cached_msg_size_in_mib = self.msg_size // (1024 * 1024)
+        if self._consuming:
+            info.transaction_msg_min_offset = min(self._consuming)
+            info.transaction_msg_max_offset = max(self._consuming)
+            info.transaction_msg_count = len(self._consuming)
+        info.locked = self.locked
+        info.try_unlock_times = self.try_unlock_times
+        info.last_lock_timestamp = epoch_ms(self.last_lock_timestamp)
+        info.droped = self.dropped
+        info.last_pull_timestamp = epoch_ms(self.last_pull_timestamp)
+        info.last_consume_timestamp = epoch_ms(self.last_consume_timestamp)
+        return info
 
     def __repr__(self) -> str:
         return (f"<ProcessQueue count={self.msg_count} span={self.max_span} locked={self.locked} "

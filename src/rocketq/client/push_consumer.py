@@ -33,13 +33,14 @@ import datetime as _dt
 import logging
 import time
 from collections import Counter
+from typing import Any
 
 from rocketq.client.allocate_strategy import AllocateMessageQueueStrategy
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.consume_concurrently import ConsumeMessageConcurrentlyService
 from rocketq.client.consume_orderly import ConsumeMessageOrderlyService
 from rocketq.client.consumer_base import ConsumerBase, parse_consume_timestamp
-from rocketq.client.errors import ClientError
+from rocketq.client.errors import ClientError, ClientNotRunningError
 from rocketq.client.heartbeat import (
     EXPRESSION_TYPE_TAG,
     ConsumeFromWhere,
@@ -54,6 +55,12 @@ from rocketq.client.offset_store import ReadOffsetType
 from rocketq.client.process_queue import ProcessQueue
 from rocketq.client.pull_api import build_sys_flag
 from rocketq.client.pull_result import PullStatus
+from rocketq.client.running_info import (
+    PROP_CONSUME_ORDERLY,
+    PROP_THREADPOOL_CORE_SIZE,
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+)
 from rocketq.common.aio import within
 from rocketq.common.message import (
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -194,6 +201,38 @@ class PushConsumer(ConsumerBase):
             self._paused = False
         self.instance.rebalance_immediately()
 
+    def running_settings(self) -> dict[str, Any]:
+        settings = ConsumerBase.running_settings(self)
+        settings.update({
+            "consumeThreadMin": self.consume_thread_nums, "consumeThreadMax": self.consume_thread_nums,
+            "consumeMessageBatchMaxSize": self.consume_message_batch_max_size, "pullBatchSize": self.pull_batch_size,
+            "pullInterval": round(self.pull_interval * 1000), "pullThresholdForQueue": self.pull_threshold_for_queue,
+            "pullThresholdSizeForQueue": self.pull_threshold_size_for_queue,
+            "consumeConcurrentlyMaxSpan": self.consume_concurrently_max_span,
+            "maxReconsumeTimes": self.max_reconsume_times,
+            "suspendCurrentQueueTimeMillis": round(self.suspend_current_queue_time * 1000),
+            "postSubscriptionWhenPull": self.post_subscription_when_pull,
+            "awaitTerminationMillisWhenShutdown": round(self.await_termination * 1000),
+        })  # fmt: skip
+        return settings
+
+    def consumer_running_info(self) -> ConsumerRunningInfo:
+        """``DefaultMQPushConsumerImpl.consumerRunningInfo``: the base's, with whether it consumes orderly, its
+        worker count and, per subscribed topic, the pull and consume rates of the last minute."""
+        info = ConsumerBase.consumer_running_info(self)
+        info.properties[PROP_CONSUME_ORDERLY] = "true" if self.orderly else "false"
+        info.properties[PROP_THREADPOOL_CORE_SIZE] = str(self.consume_thread_nums)
+        stats = self.instance.consumer_stats
+        for sub in info.subscription_set:
+            info.status_table[sub.topic] = stats.consume_status(self._group, sub.topic)
+        return info
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: *msg* handed to the listener, as the consume service would (no commit)."""
+        if self.consume_service is None:
+            raise ClientNotRunningError(f"push consumer {self._group} is not started")
+        return await self.consume_service.consume_message_directly(msg, broker_name)
+
     # -- lifecycle --------------------------------------------------------------------------------
 
     def suspend(self) -> None:
@@ -329,6 +368,7 @@ class PushConsumer(ConsumerBase):
                 commit_offset = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
             sub_expression = sub.sub_string if self.post_subscription_when_pull and not sub.class_filter_mode else None
             sys_flag = build_sys_flag(commit_offset > 0, True, sub_expression is not None, sub.class_filter_mode)
+            pull_began = time.monotonic()
             try:
                 result = await self.pull_api.pull_kernel(
                     mq, sub_expression, sub.expression_type, sub.sub_version, next_offset, self.pull_batch_size,
@@ -350,8 +390,11 @@ class PushConsumer(ConsumerBase):
             if status is PullStatus.FOUND:
                 next_offset = result.next_begin_offset
                 msgs = result.messages
+                stats = self.instance.consumer_stats
+                stats.inc_pull_rt(self._group, mq.topic, (time.monotonic() - pull_began) * 1000)
                 if msgs:
                     self.stats["pulled"] += len(msgs)
+                    stats.inc_pull_tps(self._group, mq.topic, len(msgs))
                     dispatch = pq.put_message(msgs)
                     assert self.consume_service is not None
                     self.consume_service.submit_consume_request(msgs, pq, mq, dispatch)
