@@ -279,12 +279,9 @@ def test_consumer_stats_rates_cover_a_minute_failed_messages_an_hour(monkeypatch
     now = [1_000_000.0]
     monkeypatch.setattr(running_info.time, "time", lambda: now[0])
     stats = running_info.ConsumerStatsManager()
-    stats.inc_pull_rt("G", "T", 10.0)
-    stats.inc_pull_rt("G", "T", 30.0)
-    stats.inc_pull_tps("G", "T", 32)
-    stats.inc_consume_ok_tps("G", "T", 30)
-    stats.inc_consume_failed_tps("G", "T", 6)
-    stats.inc_consume_rt("G", "T", 4.0)
+    stats.pulled("G", "T", 10.0, 32)
+    stats.pulled("G", "T", 30.0, 0)
+    stats.consumed("G", "T", 4.0, 30, 6)
     s = stats.consume_status("G", "T")
     assert (s.pull_rt, s.pull_tps, s.consume_ok_tps, s.consume_failed_tps) == (20.0, 32 / 60, 0.5, 0.1)
     assert (s.consume_rt, s.consume_failed_msgs) == (4.0, 6)
@@ -293,8 +290,8 @@ def test_consumer_stats_rates_cover_a_minute_failed_messages_an_hour(monkeypatch
     s = stats.consume_status("G", "T")
     assert (s.pull_rt, s.pull_tps, s.consume_ok_tps, s.consume_failed_msgs) == (0.0, 0.0, 0.0, 6)
     now[0] += 3600
-    stats.inc_consume_ok_tps("G", "T", 1)  # a new bucket drops those older than an hour
-    assert stats.consume_status("G", "T").consume_failed_msgs == 0
+    stats.consumed("G", "T", None, 1, 1)  # a new bucket drops those older than an hour
+    assert stats.consume_status("G", "T").consume_failed_msgs == 1
     info = running_info.ConsumerRunningInfo(status_table={"T": s})
     from rocketq.common import json_compat
 

@@ -146,26 +146,24 @@ class ConsumeMessageConcurrentlyService:
             log.warning("%s: listener failed on %d message(s) of %s", consumer.group, len(request.msgs),
                         request.mq, exc_info=True)  # fmt: skip
             result = ConsumeConcurrentlyStatus.RECONSUME_LATER
-        consumer.instance.consumer_stats.inc_consume_rt(consumer.group, request.mq.topic,
-                                                        (time.monotonic() - begin) * 1000)  # fmt: skip
+        rt_ms = (time.monotonic() - begin) * 1000
         status = _concurrently_status(result)
         if request.pq.dropped:
             log.info("%s: %s was dropped while its batch was consumed: result not applied", consumer.group,
                      request.mq)  # fmt: skip
             return
-        await self._process_result(status, context, request)
+        await self._process_result(status, context, request, rt_ms)
 
     async def _process_result(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
-                              request: ConsumeRequest) -> None:  # fmt: skip
+                              request: ConsumeRequest, rt_ms: float | None = None) -> None:  # fmt: skip
         consumer = self.consumer
         msgs = request.msgs
         ok = status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
         ack_index = min(context.ack_index, len(msgs) - 1) if ok else -1
         consumer.stats["consumed_ok"] += ack_index + 1
         consumer.stats["consumed_failed"] += len(msgs) - ack_index - 1
-        stats = consumer.instance.consumer_stats
-        stats.inc_consume_ok_tps(consumer.group, request.mq.topic, ack_index + 1)
-        stats.inc_consume_failed_tps(consumer.group, request.mq.topic, len(msgs) - ack_index - 1)
+        consumer.instance.consumer_stats.consumed(consumer.group, request.mq.topic, rt_ms, ack_index + 1,
+                                                  len(msgs) - ack_index - 1)  # fmt: skip
         failed = msgs[ack_index + 1 :]
         keep = msgs
         if failed:

@@ -171,21 +171,21 @@ class ConsumeMessageOrderlyService:
                     except Exception:
                         log.warning("%s: orderly listener failed on %s", self.consumer.group, mq, exc_info=True)
                         result = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                    self.consumer.instance.consumer_stats.inc_consume_rt(self.consumer.group, mq.topic,
-                                                                         (time.monotonic() - started) * 1000)
+                    rt_ms = (time.monotonic() - started) * 1000
                     status = _orderly_status(result)
-                    if not await self._process_result(msgs, status, context, pq, mq):
+                    if not await self._process_result(msgs, status, context, pq, mq, rt_ms):
                         return
 
     async def _process_result(self, msgs: list[MessageExt], status: ConsumeOrderlyStatus,
-                              context: ConsumeOrderlyContext, pq: ProcessQueue, mq: MessageQueue) -> bool:  # fmt: skip
+                              context: ConsumeOrderlyContext, pq: ProcessQueue, mq: MessageQueue,
+                              rt_ms: float | None = None) -> bool:  # fmt: skip
         consumer = self.consumer
         commit_offset = -1
         continue_consume = True
         stats = consumer.instance.consumer_stats
         if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
             consumer.stats["consumed_failed"] += len(msgs)
-            stats.inc_consume_failed_tps(consumer.group, mq.topic, len(msgs))
+            stats.consumed(consumer.group, mq.topic, rt_ms, 0, len(msgs))
             if await self._check_reconsume_times(msgs):
                 pq.make_message_to_consume_again(msgs)
                 suspend = context.suspend_current_queue_time_millis
@@ -196,7 +196,7 @@ class ConsumeMessageOrderlyService:
                 commit_offset = pq.commit()
         else:
             consumer.stats["consumed_ok"] += len(msgs)
-            stats.inc_consume_ok_tps(consumer.group, mq.topic, len(msgs))
+            stats.consumed(consumer.group, mq.topic, rt_ms, len(msgs), 0)
             commit_offset = pq.commit()
         if commit_offset >= 0 and not pq.dropped:
             consumer.offset_store.update_offset(mq, commit_offset, False)

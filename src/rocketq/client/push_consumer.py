@@ -390,11 +390,10 @@ class PushConsumer(ConsumerBase):
             if status is PullStatus.FOUND:
                 next_offset = result.next_begin_offset
                 msgs = result.messages
-                stats = self.instance.consumer_stats
-                stats.inc_pull_rt(self._group, mq.topic, (time.monotonic() - pull_began) * 1000)
+                self.instance.consumer_stats.pulled(self._group, mq.topic, (time.monotonic() - pull_began) * 1000,
+                                                    len(msgs))  # fmt: skip
                 if msgs:
                     self.stats["pulled"] += len(msgs)
-                    stats.inc_pull_tps(self._group, mq.topic, len(msgs))
                     dispatch = pq.put_message(msgs)
                     assert self.consume_service is not None
                     self.consume_service.submit_consume_request(msgs, pq, mq, dispatch)
