@@ -37,7 +37,7 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.client_instance import ClientInstance, get_client_instance
@@ -87,6 +87,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 TOPIC_MAX_LENGTH = 127
@@ -318,11 +319,16 @@ class Producer:
         task: asyncio.Task[SendResult] = asyncio.ensure_future(
             self._dispatch(msg, CommunicationMode.ASYNC, queue, selector, arg, timeout)  # type: ignore[arg-type]
         )
+        return self._track(task, callback)
+
+    def _track(self, task: asyncio.Task[_T], callback: Callable[[_T | None, BaseException | None], Any] | None,
+               ) -> asyncio.Task[_T]:  # fmt: skip
+        """Keep *task* until it ends (shutdown waits for it) and call ``callback(result, exception)`` then."""
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
         if callback is not None:
 
-            def done(t: asyncio.Task[SendResult]) -> None:
+            def done(t: asyncio.Task[_T]) -> None:
                 if t.cancelled():
                     callback(None, asyncio.CancelledError())
                 elif t.exception() is not None:
@@ -393,22 +399,8 @@ class Producer:
                       arg: object = None) -> asyncio.Task[MessageExt]:  # fmt: skip
         """:meth:`request` as a task started at once; ``callback(reply, exception)`` is called when it is done."""
         self.instance  # noqa: B018  (raises when not running)
-        task = asyncio.ensure_future(self.request(msg, timeout, queue=queue, selector=selector, arg=arg))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-        if callback is not None:
-
-            def done(t: asyncio.Task[MessageExt]) -> None:
-                if t.cancelled():
-                    callback(None, asyncio.CancelledError())
-                else:
-                    exc = t.exception()
-                    callback(None, exc) if exc is not None else callback(t.result(), None)
-
-            task.add_done_callback(done)
-        else:
-            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # mark the exception retrieved
-        return task
+        return self._track(asyncio.ensure_future(self.request(msg, timeout, queue=queue, selector=selector, arg=arg)),
+                           callback)  # fmt: skip
 
     async def _prepare_request(self, msg: Message, timeout: float) -> str:
         """``prepareSendRequest``: the request's properties, and, for a topic not routed yet, its route and a

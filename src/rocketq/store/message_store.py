@@ -346,8 +346,15 @@ class ReputMessageService:
             most = DISPATCH_BATCH if left < 0 else min(left, DISPATCH_BATCH)
             new = cl.take_handoff()
             if new:
-                rows = rows[k:] + new if k < len(rows) else new
-                k = 0
+                # Appended in place (the rows are this service's own once handed over): a copy of what is left at
+                # every hand-off cost the time of the whole backlog each round while a fast writer stayed ahead.
+                if k >= len(rows):
+                    rows, k = new, 0
+                else:
+                    if k > len(rows) >> 1:
+                        del rows[:k]
+                        k = 0
+                    rows += new
             n = len(rows)
             # Rows of records already dispatched from the file are stale.
             if k < n and rows[k][ROW_OFFSET] < offset:  # type: ignore[operator]
