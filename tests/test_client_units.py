@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -298,3 +299,48 @@ def test_consumer_stats_rates_cover_a_minute_failed_messages_an_hour(monkeypatch
     body = json_compat.loads(json_compat.dumps_bytes(info))
     assert set(body["statusTable"]["T"]) == {"pullRT", "pullTPS", "consumeRT", "consumeOKTPS", "consumeFailedTPS",
                                              "consumeFailedMsgs"}  # Java's member names
+
+
+def test_consume_message_directly_reports_each_listener_outcome() -> None:
+    """CONSUME_MESSAGE_DIRECTLY's answers for an orderly and a concurrent listener: the status, the retry topic
+    reset, the orderly context's autoCommit, an exception's text."""
+    import types
+
+    from rocketq.client.consume_concurrently import ConsumeMessageConcurrentlyService
+    from rocketq.client.consume_orderly import ConsumeMessageOrderlyService
+    from rocketq.client.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
+    from rocketq.common.message import MessageExt
+
+    consumer = types.SimpleNamespace(retry_topic="%RETRY%G", consume_message_batch_max_size=1, consume_thread_nums=1)
+    seen: list[tuple[str, str]] = []
+
+    async def orderly(msgs: list[MessageExt], context: Any) -> Any:
+        seen.append((msgs[0].topic, context.message_queue.broker_name))
+        body = msgs[0].body
+        if body == b"boom":
+            raise ValueError("no way")
+        if body == b"manual":
+            context.auto_commit = False
+            return ConsumeOrderlyStatus.COMMIT
+        return {b"ok": None, b"wait": ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, b"f": False}[body]
+
+    async def concurrently(msgs: list[MessageExt], context: Any) -> Any:
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER if msgs[0].body == b"later" else True
+
+    async def scenario() -> None:
+        o = ConsumeMessageOrderlyService(consumer, orderly)  # type: ignore[arg-type]
+        c = ConsumeMessageConcurrentlyService(consumer, concurrently)  # type: ignore[arg-type]
+        retried = MessageExt("%RETRY%G", b"ok", properties={"RETRY_TOPIC": "Orig"})
+        r = await o.consume_message_directly(retried, "broker-a")
+        assert (r.consume_result, r.order, r.auto_commit) == ("CR_SUCCESS", True, True)
+        assert seen == [("Orig", "broker-a")]
+        outcomes = {b: (await o.consume_message_directly(MessageExt("T", b), "b")) for b in
+                    (b"wait", b"f", b"manual", b"boom")}  # fmt: skip
+        assert {b: r.consume_result for b, r in outcomes.items()} == {
+            b"wait": "CR_LATER", b"f": "CR_LATER", b"manual": "CR_COMMIT", b"boom": "CR_THROW_EXCEPTION"}
+        assert outcomes[b"manual"].auto_commit is False and outcomes[b"boom"].remark == "ValueError: no way"
+        assert (await c.consume_message_directly(MessageExt("T", b"later"), "b")).consume_result == "CR_LATER"
+        ok = await c.consume_message_directly(MessageExt("T", b"x"), "b")
+        assert (ok.consume_result, ok.order, ok.spent_time_mills >= 0) == ("CR_SUCCESS", False, True)
+
+    asyncio.run(scenario())

@@ -33,7 +33,9 @@ from rocketq.client.listener import (
     ConsumeConcurrentlyStatus,
     MessageListener,
     call_listener,
+    consume_directly,
     is_async_listener,
+    status_of,
 )
 from rocketq.client.message_queue import MessageQueue
 from rocketq.client.process_queue import ProcessQueue
@@ -186,29 +188,16 @@ class ConsumeMessageConcurrentlyService:
             consumer.offset_store.update_offset(request.mq, offset, True)
 
     async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
-        """CONSUME_MESSAGE_DIRECTLY (``consumeMessageDirectly``): *msg* handed to the listener alone, outside the
-        queues; nothing is committed or sent back, the answer says how it went."""
-        result = ConsumeMessageDirectlyResult(order=False, auto_commit=True)
+        """CONSUME_MESSAGE_DIRECTLY: *msg* handed to the listener alone, outside the queues; nothing is committed or
+        sent back."""
         reset_retry_topic([msg], self.consumer.retry_topic)
         context = ConsumeConcurrentlyContext(MessageQueue(msg.topic, broker_name, msg.queue_id))
-        begin = time.monotonic()
-        try:
-            answer = await call_listener(self.listener, self.is_async, [msg], context, self._executor)
-            result.consume_result = "CR_SUCCESS" if _concurrently_status(answer) is \
-                ConsumeConcurrentlyStatus.CONSUME_SUCCESS else "CR_LATER"  # fmt: skip
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            result.consume_result = "CR_THROW_EXCEPTION"
-            result.remark = f"{type(exc).__name__}: {exc}"
-        result.spent_time_mills = round((time.monotonic() - begin) * 1000)
-        return result
+        return await consume_directly(self.listener, self.is_async, msg, context, self._executor, _verdict, order=False)
 
 
 def _concurrently_status(result: object) -> ConsumeConcurrentlyStatus:
-    """A listener's answer as a status: ``None`` and ``True`` are success, ``False`` is "later"."""
-    if result is None or result is True:
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-    if result is False:
-        return ConsumeConcurrentlyStatus.RECONSUME_LATER
-    return ConsumeConcurrentlyStatus(result)
+    return status_of(result, ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeConcurrentlyStatus.RECONSUME_LATER)
+
+
+def _verdict(answer: object) -> str:
+    return "CR_SUCCESS" if _concurrently_status(answer) is ConsumeConcurrentlyStatus.CONSUME_SUCCESS else "CR_LATER"

@@ -30,7 +30,9 @@ from rocketq.client.listener import (
     ConsumeOrderlyStatus,
     MessageListener,
     call_listener,
+    consume_directly,
     is_async_listener,
+    status_of,
 )
 from rocketq.client.message_queue import MessageQueue
 from rocketq.client.process_queue import ProcessQueue
@@ -218,34 +220,18 @@ class ConsumeMessageOrderlyService:
         return suspend
 
     async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
-        """CONSUME_MESSAGE_DIRECTLY for an orderly listener (``consumeMessageDirectly``): the message alone, no
-        queue lock, nothing committed; the answer says how it went."""
-        result = ConsumeMessageDirectlyResult(order=True)
+        """CONSUME_MESSAGE_DIRECTLY for an orderly listener: the message alone, no queue lock, nothing committed."""
         reset_retry_topic([msg], self.consumer.retry_topic)
         context = ConsumeOrderlyContext(MessageQueue(msg.topic, broker_name, msg.queue_id))
-        begin = time.monotonic()
-        try:
-            status = _orderly_status(await call_listener(self.listener, self.is_async, [msg], context,
-                                                         self._executor))  # fmt: skip
-            result.consume_result = {
-                ConsumeOrderlyStatus.SUCCESS: "CR_SUCCESS", ConsumeOrderlyStatus.COMMIT: "CR_COMMIT",
-                ConsumeOrderlyStatus.ROLLBACK: "CR_ROLLBACK", ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
-                "CR_LATER",
-            }[status]  # fmt: skip
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            result.consume_result = "CR_THROW_EXCEPTION"
-            result.remark = f"{type(exc).__name__}: {exc}"
-        result.auto_commit = context.auto_commit
-        result.spent_time_mills = round((time.monotonic() - begin) * 1000)
-        return result
+        return await consume_directly(self.listener, self.is_async, msg, context, self._executor,
+                                      lambda answer: _VERDICTS[_orderly_status(answer)], order=True)  # fmt: skip
+
+
+_VERDICTS = {
+    ConsumeOrderlyStatus.SUCCESS: "CR_SUCCESS", ConsumeOrderlyStatus.COMMIT: "CR_COMMIT",
+    ConsumeOrderlyStatus.ROLLBACK: "CR_ROLLBACK", ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT: "CR_LATER",
+}  # fmt: skip
 
 
 def _orderly_status(result: object) -> ConsumeOrderlyStatus:
-    """A listener's answer as a status: ``None`` and ``True`` are success, ``False`` suspends the queue."""
-    if result is None or result is True:
-        return ConsumeOrderlyStatus.SUCCESS
-    if result is False:
-        return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-    return ConsumeOrderlyStatus(result)
+    return status_of(result, ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from rocketq.client.message_queue import MessageQueue
+from rocketq.client.running_info import ConsumeMessageDirectlyResult
 from rocketq.common.message import MessageExt
 
 __all__ = [
@@ -25,8 +27,12 @@ __all__ = [
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
     "MessageListener",
+    "consume_directly",
     "is_async_listener",
+    "status_of",
 ]
+
+_S = TypeVar("_S", bound=enum.Enum)
 
 
 class ConsumeConcurrentlyStatus(enum.Enum):
@@ -79,3 +85,31 @@ async def call_listener(listener: MessageListener, is_async: bool, msgs: list[Me
         return await listener(msgs, context)
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(executor, listener, msgs, context)
+
+
+def status_of(result: object, success: _S, later: _S) -> _S:
+    """A listener's answer as a status of its kind: ``None`` and ``True`` are *success*, ``False`` is *later*."""
+    if result is None or result is True:
+        return success
+    if result is False:
+        return later
+    return type(success)(result)
+
+
+async def consume_directly(listener: MessageListener, is_async: bool, msg: MessageExt, context: Any,
+                           executor: Any, verdict: Callable[[object], str], *,
+                           order: bool) -> ConsumeMessageDirectlyResult:  # fmt: skip
+    """CONSUME_MESSAGE_DIRECTLY (``consumeMessageDirectly``): *msg* alone given to the listener; the answer says
+    how it went (*verdict* of the listener's answer, or ``CR_THROW_EXCEPTION``) and how long it took."""
+    result = ConsumeMessageDirectlyResult(order=order)
+    begin = time.monotonic()
+    try:
+        result.consume_result = verdict(await call_listener(listener, is_async, [msg], context, executor))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        result.consume_result = "CR_THROW_EXCEPTION"
+        result.remark = f"{type(exc).__name__}: {exc}"
+    result.auto_commit = getattr(context, "auto_commit", True)
+    result.spent_time_mills = round((time.monotonic() - begin) * 1000)
+    return result
