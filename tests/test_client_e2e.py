@@ -724,6 +724,23 @@ async def scenario_admin_calls_to_a_consumer(cluster: Cluster) -> None:
             finally:
                 await client.close()
 
+            async def cli(*args: str) -> str:
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "rocketq.cli.main", "admin", "-n", cluster.namesrv_addr, *args,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)  # fmt: skip
+                out, _ = await asyncio.wait_for(proc.communicate(), 60)
+                assert proc.returncode == 0, out
+                return out.decode()
+
+            brief = await cli("consumerStatus", "-g", group)
+            assert consumer.client_id in brief and "Same subscription in the same group of consumer" in brief
+            detail = json.loads(await cli("consumerStatus", "-g", group, "-i", consumer.client_id, "--json"))
+            assert detail["properties"]["consumerGroup"] == group
+            assert [(q["topic"], q["queueId"]) for q in detail["mqTable"] if q["topic"] == topic] == [(topic, 0),
+                                                                                                     (topic, 1)]
+            text = await cli("consumerStatus", "-g", group, "-i", consumer.client_id)
+            assert "#Consumer RT&TPS#" in text and f"{topic} " in text
+
 
 # -----------------------------------------------------------------------------------------------------
 # Tests (rocketq in this process)

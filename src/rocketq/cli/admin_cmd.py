@@ -492,6 +492,72 @@ async def consumer_connection(admin: MQAdmin, args: argparse.Namespace) -> None:
     print(f"ConsumeFromWhere: {cc.get('consumeFromWhere')}")
 
 
+@options("consumerStatus")
+def _consumer_status_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--consumerGroup", dest="group", required=True, help="consumer group")
+    p.add_argument("-i", "--clientId", dest="client_id", help="one client, in detail (default: every client, in brief)")
+    p.add_argument("-s", "--jstack", dest="jstack", action="store_true", help="also the client's thread stacks")
+
+
+@verb("consumerStatus", "Ask a consumer group's clients about their consumers: settings, queues held, rates.",
+      "rocketq admin -n 127.0.0.1:9876 consumerStatus -g GroupA -i 192.0.2.2@12345")  # fmt: skip
+async def consumer_status(admin: MQAdmin, args: argparse.Namespace) -> None:
+    group = args.group.strip()
+    if args.client_id:
+        info = await admin.consumer_running_info(group, args.client_id.strip(), jstack=args.jstack)
+        if args.json:
+            _emit_json(info)
+        else:
+            _print_running_info(info)
+        return
+    clients = [str(c.get("clientId", "")) for c in
+               (await admin.consumer_connection(group)).get("connectionSet") or []]  # fmt: skip
+    infos = {cid: await admin.consumer_running_info(group, cid, jstack=args.jstack) for cid in sorted(clients)}
+    if args.json:
+        _emit_json(infos)
+        return
+    print(f"{'#Index':<10} {'#ClientId':<40} #Version")
+    for i, (cid, info) in enumerate(infos.items(), 1):
+        print(f"{i:<10} {cid:<40} {(info.get('properties') or {}).get('PROP_CLIENT_VERSION', '')}")
+    subscriptions = {json.dumps(sorted((s.get("topic"), s.get("subString")) for s in info.get("subscriptionSet") or []))
+                     for info in infos.values()}  # fmt: skip
+    print()
+    print("Same subscription in the same group of consumer" if len(subscriptions) <= 1 else
+          "WARN: Different subscription in the same group of consumer!!!")  # fmt: skip
+    print()
+    print("Rebalance OK")  # as mqadmin 4.9 says: it checks nothing more
+
+
+def _print_running_info(info: dict[str, Any]) -> None:
+    """``ConsumerRunningInfo.formatString``: properties, subscriptions, offsets, queue detail, rates."""
+    print("#Consumer Properties#")
+    for name, value in sorted((info.get("properties") or {}).items()):
+        print(f"{name:<40}: {value}")
+    print("\n\n#Consumer Subscription#")
+    for i, sub in enumerate(info.get("subscriptionSet") or [], 1):
+        print(f"{i:03d} Topic: {sub.get('topic', '')!s:<40} ClassFilter: {str(sub.get('classFilterMode')).lower():<8}"
+              f" SubExpression: {sub.get('subString', '')}")  # fmt: skip
+    print("\n\n#Consumer Offset#")
+    print(f"{'#Topic':<64} {'#Broker Name':<32} {'#QID':<4} #Consumer Offset")
+    for q in info.get("mqTable") or []:
+        print(f"{q['topic']:<64} {q['brokerName']:<32} {q['queueId']:<4} {q.get('commitOffset', '')}")
+    print("\n\n#Consumer MQ Detail#")
+    print(f"{'#Topic':<64} {'#Broker Name':<32} {'#QID':<4} #ProcessQueueInfo")
+    for q in info.get("mqTable") or []:
+        detail = ", ".join(f"{k}={v}" for k, v in q.items() if k not in ("topic", "brokerName", "queueId"))
+        print(f"{q['topic']:<64} {q['brokerName']:<32} {q['queueId']:<4} ProcessQueueInfo [{detail}]")
+    print("\n\n#Consumer RT&TPS#")
+    print(f"{'#Topic':<64} {'#Pull RT':>12} {'#Pull TPS':>12} {'#Consume RT':>12} {'#ConsumeOK TPS':>15} "
+          f"{'#ConsumeFailed TPS':>19} {'#ConsumeFailedMsgsInHour':>25}")  # fmt: skip
+    for topic, st in sorted((info.get("statusTable") or {}).items()):
+        print(f"{topic:<64} {st.get('pullRT', 0):>12.2f} {st.get('pullTPS', 0):>12.2f} {st.get('consumeRT', 0):>12.2f} "
+              f"{st.get('consumeOKTPS', 0):>15.2f} {st.get('consumeFailedTPS', 0):>19.2f} "
+              f"{st.get('consumeFailedMsgs', 0):>25}")  # fmt: skip
+    if info.get("jstack"):
+        print("\n\n#Consumer jstack#")
+        print(info["jstack"])
+
+
 @options("updateSubGroup")
 def _update_sub_group_options(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group(required=True)

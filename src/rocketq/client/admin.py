@@ -458,6 +458,27 @@ class MQAdmin:
         self.check(last, f"connections of group {group!r}")
         raise AdminError(f"connections of group {group!r}: unexpected answer {last.code}")
 
+    async def consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False) -> dict[str, Any]:
+        """``getConsumerRunningInfo``: what one client says of its consumer of *group* (GET_CONSUMER_RUNNING_INFO,
+        passed on by a broker of the group): ``properties``, ``subscriptionSet``, ``mqTable`` (a list of rows, each
+        the queue's ``topic``/``brokerName``/``queueId`` with its ProcessQueueInfo), ``statusTable``, ``jstack``."""
+        last: RemotingCommand | None = None
+        for addr in await self._group_brokers(group):
+            r = await self.invoke(addr, create_request(RequestCode.GET_CONSUMER_RUNNING_INFO, {
+                "consumerGroup": group, "clientId": client_id, "jstackEnable": jstack}), "broker")  # fmt: skip
+            if r.code == ResponseCode.SUCCESS:
+                info = json_compat.loads(r.body or b"{}")
+                rows = [{"topic": str(k["topic"]), "brokerName": str(k["brokerName"]), "queueId": int(k["queueId"]),
+                         **dict(_plain(v))} for k, v in (info.get("mqTable") or {}).items()]  # fmt: skip
+                plain = dict(_plain(info))
+                plain["mqTable"] = sorted(rows, key=lambda q: (q["topic"], q["brokerName"], q["queueId"]))
+                return plain
+            last = r
+        if last is None:
+            raise NotFoundError(f"consumer group {group!r} has no broker")
+        raise AdminError(f"running info of {client_id} in group {group!r}: {response_code_name(last.code)} "
+                         f"({last.code}): {last.remark or 'no remark'}")  # fmt: skip
+
     async def create_subscription_group(self, config: Mapping[str, Any], *, broker_addr: str | None = None,
                                         cluster: str | None = None) -> list[str]:  # fmt: skip
         """``updateSubGroup``: the ``SubscriptionGroupConfig`` body on one broker or every master of a cluster."""
