@@ -740,6 +740,8 @@ async def scenario_admin_calls_to_a_consumer(cluster: Cluster) -> None:
                                                                                                      (topic, 1)]
             text = await cli("consumerStatus", "-g", group, "-i", consumer.client_id)
             assert "#Consumer RT&TPS#" in text and f"{topic} " in text
+            again = await cli("queryMsgById", "-i", sent[4].offset_msg_id, "-g", group, "-d", consumer.client_id)
+            assert "consumeResult=CR_SUCCESS" in again and consumed.count(b"m4") == 2, again
 
 
 # -----------------------------------------------------------------------------------------------------

@@ -608,14 +608,29 @@ def _query_by_id_options(p: argparse.ArgumentParser) -> None:
                    help="offset message id, or a client message id (UNIQ_KEY) with -t; "
                    "several separated by ','")  # fmt: skip
     p.add_argument("-t", "--topic", help="topic, to look a client message id up in the index")
+    p.add_argument("-g", "--consumerGroup", dest="group", help="with -d: have this group's client consume it again")
+    p.add_argument("-d", "--clientId", dest="client_id", help="with -g: the client that consumes it (its listener "
+                   "is called directly; nothing is committed)")  # fmt: skip
 
 
 @verb("queryMsgById", "Show a message by its offset message id, or by its client id within a topic.",
       "rocketq admin -n 127.0.0.1:9876 queryMsgById -t TopicA -i 7F00000100002A9F0000000000000000")  # fmt: skip
 async def query_msg_by_id(admin: MQAdmin, args: argparse.Namespace) -> None:
+    if bool(args.group) != bool(args.client_id):
+        raise AdminError("-g and -d go together: the consumer group and the client id of the consumer to use")
     msgs: list[MessageExt] = []
     for msg_id in [m.strip() for m in args.msg_id.split(",") if m.strip()]:
         msgs.extend(await admin.query_message_by_id(msg_id, args.topic.strip() if args.topic else None))
+    if args.group:
+        results = [await admin.consume_message_directly(args.group.strip(), args.client_id.strip(), m) for m in msgs]
+        if args.json:
+            _emit_json(results)
+            return
+        for r in results:  # ConsumeMessageDirectlyResult.toString, as mqadmin prints it
+            print(f"ConsumeMessageDirectlyResult [order={str(r.get('order')).lower()}, autoCommit="
+                  f"{str(r.get('autoCommit')).lower()}, consumeResult={r.get('consumeResult')}, remark="
+                  f"{r.get('remark')}, spentTimeMills={r.get('spentTimeMills')}]")  # fmt: skip
+        return
     if args.json:
         _emit_json(_messages_json(msgs))
         return

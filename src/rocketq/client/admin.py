@@ -479,6 +479,18 @@ class MQAdmin:
         raise AdminError(f"running info of {client_id} in group {group!r}: {response_code_name(last.code)} "
                          f"({last.code}): {last.remark or 'no remark'}")  # fmt: skip
 
+    async def consume_message_directly(self, group: str, client_id: str, msg: MessageExt) -> dict[str, Any]:
+        """``consumeMessageDirectly``: *msg* (as looked up) handed to one client's consumer of *group*, through
+        the broker that stored it (CONSUME_MESSAGE_DIRECTLY); the client's ConsumeMessageDirectlyResult."""
+        host, port = msg.store_host
+        addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        r = await self.invoke(addr, create_request(RequestCode.CONSUME_MESSAGE_DIRECTLY, {
+            "consumerGroup": group, "clientId": client_id, "msgId": msg.msg_id}), "broker")  # fmt: skip
+        if r.code != ResponseCode.SUCCESS:
+            raise AdminError(f"consume message directly by {client_id} in group {group!r}: "
+                             f"{response_code_name(r.code)} ({r.code}): {r.remark or 'no remark'}")  # fmt: skip
+        return dict(_plain(json_compat.loads(r.body or b"{}")))
+
     async def create_subscription_group(self, config: Mapping[str, Any], *, broker_addr: str | None = None,
                                         cluster: str | None = None) -> list[str]:  # fmt: skip
         """``updateSubGroup``: the ``SubscriptionGroupConfig`` body on one broker or every master of a cluster."""
