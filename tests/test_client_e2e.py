@@ -894,3 +894,21 @@ def test_cli_consumer_started_before_the_topic_exists(cluster: Cluster) -> None:
             consumer.wait(10)
     assert consumer.returncode == 0, err
     assert len(out.splitlines()) == 5
+
+
+def test_readme_client_example_runs(cluster: Cluster) -> None:
+    """The README's client example, as written, against this cluster (its address and fresh names swapped in)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Using the client", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    suffix = uuid.uuid4().hex[:8]
+    for name in ("DemoProducer", "DemoTopic", "DemoGroup"):
+        code = code.replace(f'"{name}"', f'"{name}{suffix}"')
+    code = code.replace("127.0.0.1:9876", cluster.namesrv_addr)
+    env = dict(os.environ)
+    env.pop("NAMESRV_ADDR", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90, env=env,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    # "got b'hello'" may come after the reply, once the example is already leaving: not waited for.
+    assert "SendStatus.SEND_OK" in done.stdout and "reply: b're: question'" in done.stdout, done.stdout
