@@ -11,7 +11,17 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from broker_support import client_of, decode_records, heartbeat, props, pull_request, run, running_broker, send_v2
+from broker_support import (
+    client_of,
+    decode_records,
+    heartbeat,
+    props,
+    pull_request,
+    run,
+    running_broker,
+    send_v2,
+    settle,
+)
 from conftest import copy_store
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.broker.transactional_message_service import CID_RMQ_SYS_TRANS
@@ -246,3 +256,32 @@ def test_check_back_survives_a_broker_restart(tmp_path: Path) -> None:
 
     run(before())
     run(after())
+
+
+def test_resume_check_half_message_puts_it_back_with_check_times_zero(tmp_path: Path) -> None:
+    """RESUME_CHECK_HALF_MESSAGE (DefaultMQAdminExt.resumeCheckHalfMessage): the half record at the offset id is
+    stored again at the end of the half topic, TRANSACTION_CHECK_TIMES reset to 0, body and origin kept."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            p = props(TRAN_MSG="true", PGROUP="txg", TAGS="T", TRANSACTION_CHECK_TIMES="9", KEYS="k1")
+            sent = await client.invoke(send_v2("Tx", b"parked", queue_id=1, properties=p, f=4, a="txg", g=5))
+            assert sent.code == ResponseCode.SUCCESS
+            msg_id = (sent.ext_fields or {})["msgId"]
+            r = await client.invoke(create_request(RequestCode.RESUME_CHECK_HALF_MESSAGE, {"msgId": msg_id}))
+            assert r.code == ResponseCode.SUCCESS and r.remark is None
+            await settle(broker)
+            first, again = _read(broker, HALF)
+            assert decode_offset_message_id(msg_id)[1] == first.commit_log_offset
+            assert again.body == b"parked" and again.queue_id == 0 and again.born_timestamp == 5
+            assert again.properties["TRANSACTION_CHECK_TIMES"] == "0"
+            assert (again.properties["REAL_TOPIC"], again.properties["REAL_QID"]) == ("Tx", "1")
+            assert again.properties["PGROUP"] == "txg" and again.properties["KEYS"] == "k1"
+            for bad in ("7F00000100002A9F00000000DEADBEEF", "not-an-id"):
+                r = await client.invoke(create_request(RequestCode.RESUME_CHECK_HALF_MESSAGE, {"msgId": bad}))
+                assert r.code == ResponseCode.SYSTEM_ERROR
+                assert r.remark == "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC."
+            await settle(broker)
+            assert len(_read(broker, HALF)) == 2
+
+    run(scenario())

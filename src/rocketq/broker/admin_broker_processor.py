@@ -48,11 +48,16 @@ from rocketq.broker.protocol import (
 from rocketq.broker.query_message_processor import select_one_message_by_offset
 from rocketq.broker.topic_validator import SYSTEM_TOPICS, check_not_system_topic, validate_topic
 from rocketq.common import json_compat
+from rocketq.common.codec import decode_record
+from rocketq.common.javacompat import hashmap_ordered
+from rocketq.common.message import PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES, MessageExt
 from rocketq.common.message_id import decode_offset_message_id
+from rocketq.common.mixall import RMQ_SYS_TRANS_HALF_TOPIC
 from rocketq.remoting.codes import CURRENT_VERSION, LanguageCode, MQVersion, RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
 from rocketq.remoting.errors import RemotingError, RemotingTimeoutError
 from rocketq.remoting.transport import RemotingConnection
+from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
 from rocketq.store.config_json import SubscriptionGroupConfig, TopicConfig
 from rocketq.store.store_config import parse_properties
 
@@ -115,6 +120,7 @@ class AdminBrokerProcessor:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.get_consumer_status,
+            RequestCode.RESUME_CHECK_HALF_MESSAGE: self.resume_check_half_message,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
             RequestCode.GET_ALL_PRODUCER_INFO: self.get_all_producer_info,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
@@ -602,6 +608,34 @@ class AdminBrokerProcessor:
             except (RemotingError, OSError) as exc:
                 log.warning("[reset-offset] topic=%s group=%s to %s failed: %s", topic, group, channel.client_id, exc)
         return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(ResetOffsetBody(table)))
+
+    # --- transactions ----------------------------------------------------------------------------------
+    async def resume_check_half_message(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """RESUME_CHECK_HALF_MESSAGE (``DefaultMQAdminExt.resumeCheckHalfMessage``): the half message at the offset
+        id ``msgId`` put again at the end of RMQ_SYS_TRANS_HALF_TOPIC with TRANSACTION_CHECK_TIMES 0, so that the
+        check service asks its producer about it again (one that gave up after ``transactionCheckMax``)."""
+        ctl = self.controller
+        try:
+            _host, offset = decode_offset_message_id(request.header.get_str("msgId"))
+            raw = select_one_message_by_offset(ctl.store, offset)
+            if raw is None:
+                raise ValueError(f"no message at commit-log offset {offset}")
+            msg = decode_record(raw, 0)
+            props = dict(msg.properties)
+            props[PROPERTY_TRANSACTION_CHECK_TIMES] = "0"
+            again = MessageExt(RMQ_SYS_TRANS_HALF_TOPIC, msg.body, msg.flag, hashmap_ordered(props), 0, msg.sys_flag,
+                               msg.born_timestamp, msg.born_host, 0, msg.store_host, msg.reconsume_times)  # fmt: skip
+            put = ctl.put_message_now(again)
+            result = put if isinstance(put, PutMessageResult) else await put
+        except Exception as exc:  # Java answers any failure here with one remark
+            log.warning("resumeCheckHalfMessage %s failed: %s", request.header.get_str("msgId", None), exc)
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR,
+                                     "Exception was thrown when putting message back to RMQ_SYS_TRANS_HALF_TOPIC.")
+        if result.status is not PutMessageStatus.PUT_OK:
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR,
+                                     "Put message back to RMQ_SYS_TRANS_HALF_TOPIC failed.")  # fmt: skip
+        log.info("Put message back to RMQ_SYS_TRANS_HALF_TOPIC. real topic=%s", props.get(PROPERTY_REAL_TOPIC))
+        return make_response_for(request, ResponseCode.SUCCESS)
 
     # --- calls passed on to a consumer ------------------------------------------------------------------
     async def get_consumer_status(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
