@@ -53,11 +53,11 @@ from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES, MessageExt
 from rocketq.common.message_id import decode_offset_message_id
 from rocketq.common.mixall import RMQ_SYS_TRANS_HALF_TOPIC
-from rocketq.remoting.codes import CURRENT_VERSION, LanguageCode, MQVersion, RequestCode, ResponseCode
+from rocketq.remoting.codes import CURRENT_VERSION, LanguageCode, MQVersion, RequestCode, ResponseCode, version_desc
 from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
 from rocketq.remoting.errors import RemotingError, RemotingTimeoutError
 from rocketq.remoting.transport import RemotingConnection
-from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
+from rocketq.store.commit_log import PutMessageStatus
 from rocketq.store.config_json import SubscriptionGroupConfig, TopicConfig
 from rocketq.store.store_config import parse_properties
 
@@ -79,12 +79,6 @@ FIXED_AT_START = frozenset({"listenPort", "haListenPort", "brokerIP1", "brokerIP
                             "brokerClusterName", "brokerId", "storePathRootDir", "storePathCommitLog",
                             "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "namesrvAddr"})  # fmt: skip
 
-
-def _version_desc(version: int) -> str:
-    try:
-        return MQVersion(version).name
-    except ValueError:
-        return f"V{version}"
 
 
 class AdminBrokerProcessor:
@@ -401,7 +395,7 @@ class AdminBrokerProcessor:
             disk_ratio, capacity = 0.0, "unknown"
         now = time.time_ns() // 1_000_000
         info = {
-            "brokerVersionDesc": _version_desc(CURRENT_VERSION),
+            "brokerVersionDesc": version_desc(CURRENT_VERSION),
             "brokerVersion": str(CURRENT_VERSION),
             "msgPutTotalYesterdayMorning": str(stats.put_total_yesterday_morning),
             "msgPutTotalTodayMorning": str(stats.put_total_today_morning),
@@ -598,7 +592,7 @@ class AdminBrokerProcessor:
         for channel in channels:
             if channel.version < MQVersion.V3_0_7_SNAPSHOT:
                 return make_response_for(request, ResponseCode.SYSTEM_ERROR, "the client does not support this "
-                                         f"feature. version={_version_desc(channel.version)}")  # fmt: skip
+                                         f"feature. version={version_desc(channel.version)}")  # fmt: skip
         header = {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force}
         for channel in channels:
             try:
@@ -625,8 +619,7 @@ class AdminBrokerProcessor:
             props[PROPERTY_TRANSACTION_CHECK_TIMES] = "0"
             again = MessageExt(RMQ_SYS_TRANS_HALF_TOPIC, msg.body, msg.flag, hashmap_ordered(props), 0, msg.sys_flag,
                                msg.born_timestamp, msg.born_host, 0, msg.store_host, msg.reconsume_times)  # fmt: skip
-            put = ctl.put_message_now(again)
-            result = put if isinstance(put, PutMessageResult) else await put
+            result = await ctl.put_message(again)
         except Exception as exc:  # Java answers any failure here with one remark
             log.warning("resumeCheckHalfMessage %s failed: %s", request.header.get_str("msgId", None), exc)
             return make_response_for(request, ResponseCode.SYSTEM_ERROR,
@@ -653,7 +646,7 @@ class AdminBrokerProcessor:
         for channel in channels:
             if channel.version < MQVersion.V3_0_7_SNAPSHOT:
                 return make_response_for(request, ResponseCode.SYSTEM_ERROR, "the client does not support this "
-                                         f"feature. version={_version_desc(channel.version)}")  # fmt: skip
+                                         f"feature. version={version_desc(channel.version)}")  # fmt: skip
             if only and only != channel.client_id:
                 continue
             ask = create_request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, {"topic": topic, "group": group})
@@ -704,7 +697,7 @@ class AdminBrokerProcessor:
                                      f"The Consumer <{group}> <{client_id}> not online")  # fmt: skip
         if channel.version < MQVersion.V3_1_8_SNAPSHOT:
             return make_response_for(request, ResponseCode.SYSTEM_ERROR,
-                                     f"The Consumer <{client_id}> Version <{_version_desc(channel.version)}> too low "
+                                     f"The Consumer <{client_id}> Version <{version_desc(channel.version)}> too low "
                                      "to finish, please upgrade it to V3_1_8_SNAPSHOT")  # fmt: skip
         forward = create_request(code, dict(request.ext_fields or {}) if fields is None else fields, body)
         try:

@@ -43,7 +43,6 @@ from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
 from rocketq.remoting.errors import RemotingError
 from rocketq.remoting.transport import RemotingConnection
-from rocketq.store.commit_log import PutMessageResult
 
 if TYPE_CHECKING:
     from rocketq.broker.broker_controller import BrokerController
@@ -90,8 +89,7 @@ class ReplyMessageProcessor:
             text = header.properties or ""
             msg.properties_bytes = text.encode("utf-8") if text.isascii() else encode_utf8_java(text)
             msg.properties_parsed = True  # props is what that text reads back as
-            put = ctl.put_message_now(msg)
-            result = put if isinstance(put, PutMessageResult) else await put
+            result = await ctl.put_message(msg)
             if result.ok:
                 ctl.stats.on_put(result.msg_num)
                 ext.update(msgId=result.msg_id, queueId=str(queue_id), queueOffset=str(result.logics_offset))
@@ -124,8 +122,8 @@ class ReplyMessageProcessor:
             "unitMode": header.unit_mode, "bornHost": _host_text(born_host),
             "storeHost": _host_text(ctl.store_host), "storeTimestamp": int(time.time() * 1000),
         }  # fmt: skip
-        request = create_request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT,
-                                 hashmap_ordered({k: v for k, v in fields.items() if v is not None}), body)  # fmt: skip
+        # A None (no reconsumeTimes) is left out of the header, as Java leaves out a null field.
+        request = create_request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, hashmap_ordered(fields), body)
         failed = f"push reply message to {sender}fail."  # sic: Java's text has no space before "fail"
         try:
             answer = await channel.invoke(request, timeout=PUSH_REPLY_TIMEOUT_S)

@@ -482,9 +482,7 @@ class MQAdmin:
     async def consume_message_directly(self, group: str, client_id: str, msg: MessageExt) -> dict[str, Any]:
         """``consumeMessageDirectly``: *msg* (as looked up) handed to one client's consumer of *group*, through
         the broker that stored it (CONSUME_MESSAGE_DIRECTLY); the client's ConsumeMessageDirectlyResult."""
-        host, port = msg.store_host
-        addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        r = await self.invoke(addr, create_request(RequestCode.CONSUME_MESSAGE_DIRECTLY, {
+        r = await self.invoke(_addr(*msg.store_host), create_request(RequestCode.CONSUME_MESSAGE_DIRECTLY, {
             "consumerGroup": group, "clientId": client_id, "msgId": msg.msg_id}), "broker")  # fmt: skip
         if r.code != ResponseCode.SUCCESS:
             raise AdminError(f"consume message directly by {client_id} in group {group!r}: "
@@ -524,7 +522,7 @@ class MQAdmin:
             raise NotFoundError(f"not an offset message id: {exc}") from None
         if not 0 < port < 65536:
             raise NotFoundError(f"{offset_msg_id} is not an offset message id")
-        addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        addr = _addr(host, port)
         r = await self.invoke(addr, create_request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": offset}))
         if r.code != ResponseCode.SUCCESS:
             raise NotFoundError(f"message {offset_msg_id} not found on {addr}: {(r.remark or '').strip()}")
@@ -692,6 +690,11 @@ class MQAdmin:
                 else:
                     break
         return out[:count]
+
+
+def _addr(host: str, port: int) -> str:
+    """``host:port`` to connect to, an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _plain(value: Any) -> Any:

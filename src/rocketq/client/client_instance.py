@@ -75,7 +75,7 @@ from rocketq.common.message import (
     string_to_properties,
 )
 from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
-from rocketq.remoting.codes import MQVersion, RequestCode, ResponseCode
+from rocketq.remoting.codes import RequestCode, ResponseCode, version_desc
 from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.transport import ProcessorTable, RemotingClient, RemotingConnection
 
@@ -522,7 +522,7 @@ class ClientInstance:
         info = consumer.consumer_running_info()
         info.properties[PROP_NAMESERVER_ADDR] = "".join(f"{a};" for a in self.api.namesrv_addrs())
         info.properties[PROP_CONSUME_TYPE] = consumer.consume_type.name
-        info.properties[PROP_CLIENT_VERSION] = _version_desc(self.config.version)  # what its requests say
+        info.properties[PROP_CLIENT_VERSION] = version_desc(self.config.version)  # what its requests say
         if h.get_bool("jstackEnable", False):
             info.jstack = thread_stacks()
         return make_response_for(request, ResponseCode.SUCCESS, body=json_compat.dumps_bytes(info.sorted()))
@@ -600,11 +600,3 @@ def _reply_message(request: RemotingCommand, received_ms: int) -> MessageExt:
     if store:
         msg.store_host = _socket_address(store)
     return msg
-
-
-def _version_desc(version: int) -> str:
-    """``MQVersion.getVersionDesc``: the name of a version number."""
-    try:
-        return MQVersion(version).name
-    except ValueError:
-        return f"V{version}"

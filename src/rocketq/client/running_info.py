@@ -216,10 +216,6 @@ class ConsumerStatsManager:
             consume_failed_msgs=int(stats.consume_failed.since(3600, now)[0]),
         )  # fmt: skip
 
-    def forget_group(self, group: str) -> None:
-        for key in [k for k in self._stats if k[0] == group]:
-            del self._stats[key]
-
 
 def epoch_ms(monotonic_s: float) -> int:
     """A ``time.monotonic()`` instant as epoch milliseconds (what Java's ``System.currentTimeMillis`` gives)."""

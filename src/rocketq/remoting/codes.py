@@ -336,6 +336,14 @@ GOLDEN_CAPTURE_VERSION = int(MQVersion.V4_9_4)
 CURRENT_VERSION = int(MQVersion.V5_3_3)
 
 
+def version_desc(version: int) -> str:
+    """``MQVersion.getVersionDesc``: ``"V4_9_4"`` for 401; ``"V<n>"`` for a number without a name."""
+    try:
+        return MQVersion(version).name
+    except ValueError:
+        return f"V{version}"
+
+
 def request_code_name(code: int) -> str:
     """``"PULL_MESSAGE"`` for 11; the number itself for a code without a name."""
     try:
