@@ -101,11 +101,12 @@ def props(**kv: str) -> str:
 
 def pull_request(group: str, topic: str, queue_id: int, offset: int, *, sys_flag: int = 0x6,
                  subscription: str | None = "*", suspend_ms: int = 1000, max_msgs: int = 32,
-                 commit_offset: int = 0, sub_version: int = 0) -> RemotingCommand:  # fmt: skip
+                 commit_offset: int = 0, sub_version: int = 0,
+                 expression_type: str = "TAG") -> RemotingCommand:  # fmt: skip
     fields: dict[str, object] = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": offset,
                                  "maxMsgNums": max_msgs, "sysFlag": sys_flag, "commitOffset": commit_offset,
                                  "suspendTimeoutMillis": suspend_ms, "subVersion": sub_version,
-                                 "expressionType": "TAG"}  # fmt: skip
+                                 "expressionType": expression_type}  # fmt: skip
     if subscription is not None:
         fields["subscription"] = subscription
     return create_request(RequestCode.PULL_MESSAGE, fields)
@@ -123,9 +124,10 @@ def decode_records(body: bytes | None) -> list[MessageExt]:
 
 
 def heartbeat(client_id: str, group: str, subscriptions: dict[str, str], *, model: str = "CLUSTERING",
-              producer_groups: tuple[str, ...] = ()) -> RemotingCommand:  # fmt: skip
-    subs = [{"classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": expr,
-             "subVersion": 1795307277930, "tagsSet": [], "topic": topic}
+              producer_groups: tuple[str, ...] = (), expression_type: str = "TAG",
+              sub_version: int = 1795307277930) -> RemotingCommand:  # fmt: skip
+    subs = [{"classFilterMode": False, "codeSet": [], "expressionType": expression_type, "subString": expr,
+             "subVersion": sub_version, "tagsSet": [], "topic": topic}
             for topic, expr in subscriptions.items()]  # fmt: skip
     consumers = [] if not group else [{"consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
                                        "consumeType": "CONSUME_PASSIVELY", "groupName": group,

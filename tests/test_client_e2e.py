@@ -29,6 +29,7 @@ import pytest
 
 from rocketq.client import (
     ClientConfig,
+    ClientError,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     ConsumeOrderlyStatus,
@@ -66,8 +67,9 @@ class Cluster:
 class InProcessServers:
     """rocketq's name server and broker on their own event loop in a background thread."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, property_filter: bool = True) -> None:
         self.root = root
+        self.property_filter = property_filter
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="rocketq-test-servers", daemon=True)
         self.namesrv: Any = None
@@ -87,6 +89,7 @@ class InProcessServers:
         broker_config, store_config = load_broker_config(
             None, namesrv_addr=self.namesrv.address, listen_port=0, broker_ip1="127.0.0.1", broker_name="broker-a",
             store_path_root_dir=str(self.root / "store"), mapped_file_size_commit_log=64 * 1024 * 1024,
+            enable_property_filter=self.property_filter,
         )  # fmt: skip
         self.broker = BrokerController(broker_config, store_config)
         await self.broker.start()
@@ -247,6 +250,44 @@ async def scenario_tag_filtered_push(cluster: Cluster) -> None:
             await asyncio.sleep(0.5)
     assert len(received) == 20
     assert {t for t, _ in received} == {"TagA", "TagB"}
+
+
+async def scenario_sql92_filtered_consumers(cluster: Cluster) -> None:
+    """A push consumer and a pull consumer that select by SQL92 over user properties and tags; the broker
+    must run with enablePropertyFilter=true."""
+    topic = unique("Sql")
+    group = unique("SqlGroup")
+    selector = "a BETWEEN 3 AND 12 AND (TAGS <> 'skip' OR color IS NULL) AND a <> 7"
+    received: list[int] = []
+
+    async def listener(msgs: list[MessageExt], context: Any) -> ConsumeConcurrentlyStatus:
+        received.extend(int(m.properties["a"]) for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def expected(i: int) -> bool:
+        tags, color = ("skip" if i % 3 == 0 else "keep"), ("red" if i % 2 else None)
+        return 3 <= i <= 12 and (tags != "skip" or color is None) and i != 7
+
+    async with Producer(unique("PG"), config=client_config(cluster)) as producer:
+        await make_topic(producer, topic, 2)
+        consumer = PushConsumer(group, config=client_config(cluster), listener=listener,
+                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)  # fmt: skip
+        consumer.subscribe(topic, selector, "SQL92")
+        async with consumer:
+            for i in range(20):
+                props = {"a": str(i)} | ({"color": "red"} if i % 2 else {})
+                await producer.send(new_message(topic, f"m{i}", tags="skip" if i % 3 == 0 else "keep",
+                                                properties=props))  # fmt: skip
+            want = [i for i in range(20) if expected(i)]
+            await wait_until(lambda: len(received) >= len(want), 30, f"{len(want)} selected messages")
+            await asyncio.sleep(0.5)
+        assert sorted(received) == want
+        async with PullConsumer(unique("SqlPull"), config=client_config(cluster)) as puller:
+            got: list[int] = []
+            for mq in await puller.fetch_subscribe_message_queues(topic):
+                result = await puller.pull(mq, "a >= 15", 0, 32, expression_type="SQL92")
+                got.extend(int(m.properties["a"]) for m in result.messages)
+            assert sorted(got) == [15, 16, 17, 18, 19]
 
 
 async def scenario_orderly_across_restart(cluster: Cluster) -> None:
@@ -757,6 +798,10 @@ def test_tag_filtered_push_consumer(cluster: Cluster) -> None:
     run(scenario_tag_filtered_push(cluster))
 
 
+def test_sql92_filtered_consumers(cluster: Cluster) -> None:
+    run(scenario_sql92_filtered_consumers(cluster))
+
+
 def test_orderly_consumption_keeps_queue_order_across_a_restart(cluster: Cluster) -> None:
     run(scenario_orderly_across_restart(cluster))
 
@@ -812,6 +857,12 @@ def test_blocking_api(cluster: Cluster) -> None:
                                   consume_from_where=first) as consumer:  # fmt: skip
         bodies = [m.body for m in consumer.iter_messages(idle_timeout=3, max_messages=15)]
     assert len(bodies) == 15 and len(set(bodies)) == 15
+    # An SQL92 subscription through the blocking face: topic → (expression, type). UNIQ_KEY is a property too.
+    wanted = results[2].msg_id
+    with BlockingLitePullConsumer(unique("LiteSqlG"), config=config, consume_from_where=first,
+                                  subscribe={topic: (f"UNIQ_KEY = '{wanted}'", "SQL92")}) as consumer:  # fmt: skip
+        selected = list(consumer.iter_messages(idle_timeout=3, max_messages=15))
+    assert [m.body for m in selected] == [b"m2"]
 
     seen: list[bytes] = []
     lock = threading.Lock()
@@ -874,6 +925,50 @@ def test_cli_produce_and_consume(cluster: Cluster) -> None:
     assert bad.returncode == 1 and "illegal characters" in bad.stderr
     with contextlib.suppress(Exception):
         cluster.notes["cli"] = produced.stdout.strip()
+
+
+def test_cli_sql92_consume(cluster: Cluster) -> None:
+    topic = unique("CliSql")
+    ns = cluster.namesrv_addr
+    produced = _rocketq("produce", "-n", ns, "-t", topic, "--count", "30", "--property", "a={i}", "--property",
+                        "kind=demo", "--tags", "T{i}")  # fmt: skip
+    assert produced.returncode == 0, produced.stderr
+    got = _rocketq("consume", "-n", ns, "-t", topic, "-g", unique("CliSqlG"), "--sql", "a >= 25 AND kind = 'demo'",
+                   "--count", "5", "--json", "--timeout", "20")  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    assert sorted(int(json.loads(line)["properties"]["a"]) for line in got.stdout.splitlines()) == [25, 26, 27, 28, 29]
+    bad = _rocketq("consume", "-n", ns, "-t", topic, "-g", unique("CliSqlG"), "--sql", "a = NULL", "--count", "1")
+    assert bad.returncode == 1 and "Invalid MessageSelector" in bad.stderr and "Traceback" not in bad.stderr
+    both = _rocketq("consume", "-n", ns, "-t", topic, "-g", "g", "--sql", "a > 1", "--tags", "T1")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+def test_sql92_needs_a_broker_with_the_property_filter(tmp_path: Path) -> None:
+    servers = InProcessServers(tmp_path, property_filter=False)
+    try:
+        ns = servers.start()
+        cluster = Cluster(ns, "rocketq-no-filter")
+
+        async def scenario() -> None:
+            async with Producer(unique("PG"), config=client_config(cluster)) as producer:
+                topic = unique("NoSql")
+                await make_topic(producer, topic, 1)
+                def listener(msgs: list[MessageExt], context: Any) -> ConsumeConcurrentlyStatus:
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+                consumer = PushConsumer(unique("NoSqlG"), config=client_config(cluster), listener=listener)
+                consumer.subscribe(topic, "a > 1", "SQL92")
+                with pytest.raises(ClientError, match="enablePropertyFilter=true") as e:
+                    await consumer.start()
+                assert "does not support consumer to filter message by SQL92" in str(e.value)
+                return topic
+
+        topic = run(scenario())
+        refused = _rocketq("consume", "-n", ns, "-t", topic, "-g", "g", "--sql", "a > 1", "--count", "1")
+        assert refused.returncode == 1 and "enablePropertyFilter" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    finally:
+        servers.stop()
 
 
 def test_cli_consumer_started_before_the_topic_exists(cluster: Cluster) -> None:

@@ -65,7 +65,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[e2e.Cluster]:
     try:
         script("start-namesrv")
         conf = work / "broker.conf"
-        script("write-broker-conf", str(conf), str(work / "store"), f"listenPort={broker_port}")
+        script("write-broker-conf", str(conf), str(work / "store"), f"listenPort={broker_port}",
+               "enablePropertyFilter=true")
         script("start-broker", str(conf))
         yield e2e.Cluster(f"127.0.0.1:{ns_port}", "rocketmq-4.9.4")
     finally:
@@ -78,6 +79,10 @@ def test_send_every_way_and_pull(cluster: e2e.Cluster) -> None:
 
 def test_tag_filtered_push_consumer(cluster: e2e.Cluster) -> None:
     e2e.run(e2e.scenario_tag_filtered_push(cluster))
+
+
+def test_sql92_filtered_consumers(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_sql92_filtered_consumers(cluster))
 
 
 def test_orderly_consumption_keeps_queue_order_across_a_restart(cluster: e2e.Cluster) -> None:

@@ -25,9 +25,10 @@ pytestmark = pytest.mark.reference
 
 #: Short delay levels, so that three deliveries of a message retried by RECONSUME_LATER take seconds.
 BROKER_CONF = ("brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n"
-               "messageDelayLevel=1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s\n")  # fmt: skip
+               "messageDelayLevel=1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s\n"
+               "enablePropertyFilter=true\n")  # fmt: skip
 SECTIONS = ["producer", "push", "where", "orderly", "broadcast", "retry", "rebalance", "pull", "litepull", "orderlydlq",
-            "namespace", "request"]
+            "namespace", "request", "sql"]
 
 
 class Servers:

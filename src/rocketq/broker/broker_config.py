@@ -81,6 +81,7 @@ class BrokerConfig:
     slave_read_enable: bool = False
     trace_on: bool = True
     enable_property_filter: bool = False
+    filter_data_clean_time_span: int = 24 * 3600 * 1000
     filter_support_retry: bool = False
     compressed_register: bool = False
     force_register: bool = True

@@ -37,6 +37,7 @@ from rocketq.broker.broker_config import BrokerConfig, sync_store_config
 from rocketq.broker.broker_outer_api import BrokerOuterAPI
 from rocketq.broker.broker_stats import BrokerStats, KeyedStats
 from rocketq.broker.client_manage_processor import ClientManageProcessor
+from rocketq.broker.consumer_filter_manager import ConsumerFilterManager
 from rocketq.broker.consumer_manage_processor import ConsumerManageProcessor
 from rocketq.broker.consumer_manager import ConsumerGroupEvent, ConsumerManager
 from rocketq.broker.end_transaction_processor import EndTransactionProcessor
@@ -114,6 +115,7 @@ class BrokerController:
                                                                          broker_config)  # fmt: skip
         self.consumer_offset_manager = self.store.consumer_offset_manager
         self.consumer_manager = ConsumerManager(self._on_consumer_ids_change)
+        self.consumer_filter_manager = ConsumerFilterManager(broker_config.filter_data_clean_time_span)
         self.producer_manager = ProducerManager()
         self.rebalance_lock_manager = RebalanceLockManager()
         self.pull_request_hold_service = PullRequestHoldService(self.store.get_max_offset_in_queue)
@@ -241,6 +243,7 @@ class BrokerController:
 
     def _open_store(self) -> None:
         self.store.load()
+        self.consumer_filter_manager.attach(self.store.consumer_filter_manager)
         self.timer_message_service.load()
         self.store.start()
 
@@ -273,6 +276,7 @@ class BrokerController:
                 self._loop_dispatcher = None
             self.store.message_arriving_listener = None
             self.store.message_arriving_wanted = None
+            self.consumer_filter_manager.to_file()  # the store writes consumerFilter.json as it closes
             await asyncio.to_thread(self.store.close)
         self._started = False
 
@@ -303,6 +307,8 @@ class BrokerController:
 
     async def _persist_offsets(self) -> None:
         await asyncio.to_thread(self.consumer_offset_manager.persist)
+        if self.consumer_filter_manager.dirty:  # Java persists it on the same schedule
+            await asyncio.to_thread(self.consumer_filter_manager.persist)
 
     def _scan_not_active_channels(self) -> None:
         for conn in self.consumer_manager.scan_not_active_channel() + self.producer_manager.scan_not_active_channel():
@@ -388,7 +394,14 @@ class BrokerController:
         self.consumer_manager.do_channel_close_event(conn)
 
     def _on_consumer_ids_change(self, event: ConsumerGroupEvent, group: str, *args: Any) -> None:
-        """``DefaultConsumerIdsChangeListener``: on CHANGE, NOTIFY_CONSUMER_IDS_CHANGED to each channel."""
+        """``DefaultConsumerIdsChangeListener``: on CHANGE, NOTIFY_CONSUMER_IDS_CHANGED to each channel; on REGISTER
+        (every heartbeat) and UNREGISTER (the group's last client left), the group's SQL92 filters."""
+        if event is ConsumerGroupEvent.REGISTER and args:
+            self.consumer_filter_manager.register_group(group, args[0])
+            return
+        if event is ConsumerGroupEvent.UNREGISTER:
+            self.consumer_filter_manager.unregister(group)
+            return
         enabled = self.broker_config.notify_consumer_ids_changed_enable
         if event is not ConsumerGroupEvent.CHANGE or not args or not enabled:
             return

@@ -7,7 +7,10 @@ group's ``retryQueueNums`` queues, and records the consume type, model, start po
 change of the group's channels or subscribed topics notifies every client of the group
 (NOTIFY_CONSUMER_IDS_CHANGED), unless the group disabled that. Unregistering removes the connection from
 the named groups (an empty group name, as C++ clients send, means none). CHECK_CLIENT_CONFIG accepts TAG
-subscriptions and refuses SQL92 ones, which this broker does not evaluate.
+subscriptions; an SQL92 one when ``enablePropertyFilter`` is on and its expression compiles (its remark then
+says what is wrong). Each heartbeat registers the group's SQL92 subscriptions with the
+:class:`~rocketq.broker.consumer_filter_manager.ConsumerFilterManager` (through the consumer manager's
+REGISTER event, as Java's ``DefaultConsumerIdsChangeListener`` does).
 """
 
 from __future__ import annotations
@@ -15,10 +18,18 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from rocketq.broker.consumer_filter_manager import compile_expression
 from rocketq.broker.consumer_manager import ClientChannelInfo
-from rocketq.broker.protocol import CheckClientRequestBody, decode_body, enum_name
+from rocketq.broker.protocol import decode_body, enum_name
 from rocketq.broker.topic_validator import PERM_READ, PERM_WRITE, get_retry_topic
-from rocketq.common.heartbeat import ConsumeFromWhere, ConsumeType, HeartbeatData, MessageModel
+from rocketq.common.heartbeat import (
+    CheckClientRequestBody,
+    ConsumeFromWhere,
+    ConsumeType,
+    HeartbeatData,
+    MessageModel,
+)
+from rocketq.common.sql92 import SelectorError
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.transport import RemotingConnection
@@ -99,6 +110,10 @@ class ClientManageProcessor:
                 return make_response_for(request, ResponseCode.SYSTEM_ERROR,
                                          f"The broker does not support consumer to filter message by "
                                          f"{sub.expression_type}")  # fmt: skip
-            return make_response_for(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                                     f"rocketq does not evaluate {sub.expression_type} expressions")  # fmt: skip
+            try:
+                compile_expression(sub.expression_type, sub.sub_string)
+            except SelectorError as e:
+                log.warning("checkClientConfig: the %s expression %r of %s does not compile: %s", sub.expression_type,
+                            sub.sub_string, body.client_id if body is not None else "?", e)  # fmt: skip
+                return make_response_for(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
         return make_response_for(request, ResponseCode.SUCCESS)

@@ -1,12 +1,16 @@
-"""Tag filtering of pulls: RocketMQ's ``broker/filter/ExpressionMessageFilter`` for TAG subscriptions
+"""Filtering of pulls: RocketMQ's ``broker/filter/ExpressionMessageFilter``, for TAG and SQL92 subscriptions
 (spec §11.7).
 
 A pull asks the filter twice per consume-queue unit, as the store's ``MessageFilter`` protocol says: first
 with the unit's tag code (Java's ``String.hashCode`` of the ``TAGS`` value, 0 when absent), then, for units
-that pass, with the record bytes. Java stops after the tag code and leaves hash collisions to the client;
-this filter also compares the tag string read from the record, so a colliding tag never reaches the
-client. The tag codes come from the subscription string, never from the ``codeSet`` a client sent (C++
-clients send zeros).
+that pass, with the record bytes.
+
+- TAG: Java stops after the tag code and leaves hash collisions to the client; this filter also compares the
+  tag string read from the record, so a colliding tag never reaches the client. The tag codes come from the
+  subscription string, never from the ``codeSet`` a client sent (C++ clients send zeros).
+- SQL92: every unit passes the first question (rocketq keeps no bloom-filter bit maps in the consume queue, so
+  Java's ``isMatchedByConsumeQueue`` says yes too); the record's properties are then evaluated with the group's
+  compiled selector (:mod:`rocketq.common.sql92`), and only a TRUE evaluation selects the message.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from collections.abc import Mapping
 from rocketq.common.codec import MESSAGE_MAGIC_CODE_V2, SYSFLAG_POS, header_struct
 from rocketq.common.heartbeat import SUB_ALL, SubscriptionData
 from rocketq.common.javacompat import java_string_hash
-from rocketq.common.message import PROPERTY_TAGS
+from rocketq.common.message import PROPERTY_TAGS, string_to_properties
+from rocketq.common.sql92 import Selector
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -25,8 +30,8 @@ _TAGS_FIRST = PROPERTY_TAGS.encode() + b"\x01"
 _TAGS_LATER = b"\x02" + _TAGS_FIRST
 
 
-def record_tags(record: bytes | bytearray | memoryview) -> str | None:
-    """The ``TAGS`` property of a stored record, read without decoding the rest; None when absent."""
+def record_property_bytes(record: bytes | bytearray | memoryview) -> bytes | None:
+    """The property string of a stored record, found without decoding the rest; None when the record is short."""
     try:
         (sys_flag,) = _I32.unpack_from(record, SYSFLAG_POS)
         hdr = header_struct(sys_flag)
@@ -39,8 +44,21 @@ def record_tags(record: bytes | bytearray | memoryview) -> str | None:
         else:
             p += 1 + record[p]
         (props_len,) = _I16.unpack_from(record, p)
-        props = bytes(record[p + 2 : p + 2 + props_len])
+        return bytes(record[p + 2 : p + 2 + props_len])
     except (struct.error, IndexError):
+        return None
+
+
+def record_properties(record: bytes | bytearray | memoryview) -> dict[str, str] | None:
+    """The properties of a stored record (``MessageDecoder.decodeProperties``); None when the record is short."""
+    raw = record_property_bytes(record)
+    return None if raw is None else string_to_properties(raw.decode("utf-8", "replace"))
+
+
+def record_tags(record: bytes | bytearray | memoryview) -> str | None:
+    """The ``TAGS`` property of a stored record, read without decoding the rest; None when absent."""
+    props = record_property_bytes(record)
+    if props is None:
         return None
     if props.startswith(_TAGS_FIRST):
         start = len(_TAGS_FIRST)
@@ -55,14 +73,18 @@ def record_tags(record: bytes | bytearray | memoryview) -> str | None:
 
 
 class ExpressionMessageFilter:
-    """The filter of one pull: everything for ``*``, else the listed tags."""
+    """The filter of one pull: everything for ``*``, else the listed tags; or, for an SQL92 subscription, the
+    group's compiled *selector* (None: nothing to evaluate, everything passes, as Java's filter without
+    filter data)."""
 
-    __slots__ = ("codes", "subscription", "tags")
+    __slots__ = ("codes", "selector", "subscription", "tags")
 
-    def __init__(self, subscription: SubscriptionData | None) -> None:
+    def __init__(self, subscription: SubscriptionData | None, selector: Selector | None = None) -> None:
         self.subscription = subscription
+        self.selector = selector
         text = (subscription.sub_string if subscription is not None else SUB_ALL) or SUB_ALL
-        if subscription is None or subscription.class_filter_mode or text.strip() in ("", SUB_ALL):
+        if subscription is None or subscription.class_filter_mode or not subscription.is_tag_type or \
+                text.strip() in ("", SUB_ALL):  # fmt: skip
             self.tags: frozenset[str] | None = None
             self.codes: frozenset[int] | None = None
         else:
@@ -71,19 +93,26 @@ class ExpressionMessageFilter:
 
     @property
     def matches_all(self) -> bool:
-        return self.codes is None
+        return self.codes is None and self.selector is None
 
     def is_matched_by_consume_queue(self, tags_code: int | None) -> bool:
         return self.codes is None or tags_code is None or tags_code in self.codes
 
     def is_matched_by_commit_log(self, record: bytes) -> bool:
+        if self.selector is not None:
+            return self.selector.matches(record_properties(record))
         return self.tags is None or record_tags(record) in self.tags
 
     def is_matched_by_properties(self, properties: Mapping[str, str] | None) -> bool:
-        """The long-polling wake-up check on a newly dispatched message's properties."""
-        if self.tags is None or properties is None:
+        """The long-polling wake-up check on a newly dispatched message's properties (None: not at hand, the
+        pull decides when it reads the record)."""
+        if properties is None:
             return True
-        return properties.get(PROPERTY_TAGS) in self.tags
+        if self.selector is not None:
+            return self.selector.matches(properties)
+        return self.tags is None or properties.get(PROPERTY_TAGS) in self.tags
 
     def __repr__(self) -> str:
+        if self.selector is not None:
+            return f"ExpressionMessageFilter(SQL92 {self.selector.expression!r})"
         return f"ExpressionMessageFilter({sorted(self.tags) if self.tags is not None else '*'})"

@@ -1,10 +1,10 @@
 """The JSON bodies of the client protocol that the broker reads and writes (spec §8.6–§8.9).
 
-The heartbeat bodies and the consumer enums (RocketMQ's ``remoting/protocol/heartbeat``) are shared with the
-client: :mod:`rocketq.common.heartbeat`. Here: ``common/message/MessageQueue``,
-``remoting/protocol/body`` (``LockBatchRequestBody``, ``LockBatchResponseBody``, ``Connection``,
-``ConsumerConnection``, ``ProducerConnection``, ``TopicStatsTable``, ``ConsumeStats``, ``KVTable``,
-``CheckClientRequestBody``, ``GetConsumerListByGroupResponseBody``), ``common/admin/OffsetWrapper`` /
+The heartbeat bodies, ``CheckClientRequestBody`` and the consumer enums (RocketMQ's
+``remoting/protocol/heartbeat``) are shared with the client: :mod:`rocketq.common.heartbeat`. Here:
+``common/message/MessageQueue``, ``remoting/protocol/body`` (``LockBatchRequestBody``, ``LockBatchResponseBody``,
+``Connection``, ``ConsumerConnection``, ``ProducerConnection``, ``TopicStatsTable``, ``ConsumeStats``, ``KVTable``,
+``GetConsumerListByGroupResponseBody``), ``common/admin/OffsetWrapper`` /
 ``TopicOffset``, ``OffsetMovedEvent``, ``PullSysFlag`` and ``common/help/FAQUrl``.
 
 Bodies are dataclasses read with :func:`rocketq.common.json_compat.from_json` (fastjson's leniency: enum
@@ -53,13 +53,6 @@ def enum_name(cls: type[enum.Enum], value: object, default: str | None = None) -
         n = int(value)
         return members[n].name if 0 <= n < len(members) else default
     return str(value)
-
-
-@dataclass
-class CheckClientRequestBody:
-    client_id: str = ""
-    group: str = ""
-    subscription_data: SubscriptionData | None = None
 
 
 # --- queues, locks, connections --------------------------------------------------------------------

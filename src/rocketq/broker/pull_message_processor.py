@@ -32,6 +32,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from rocketq.broker.consumer_filter_manager import ConsumerFilterData
+from rocketq.broker.consumer_filter_manager import build as build_filter_data
 from rocketq.broker.expression_message_filter import ExpressionMessageFilter
 from rocketq.broker.protocol import (
     FLAG_COMMIT_OFFSET,
@@ -162,8 +164,13 @@ class PullMessageProcessor:
                         f"[{topic_config.read_queue_nums}] consumer:[{conn.remote_address}]")  # fmt: skip
 
         sub: SubscriptionData | None
+        filter_data: ConsumerFilterData | None = None
         if has_subscription:
             sub = build_subscription_data(topic, subscription, expression_type, sub_version)
+            if not sub.is_tag_type:
+                filter_data = build_filter_data(topic, group, subscription, expression_type, sub_version)
+                if filter_data is None:
+                    return fail(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
         else:
             group_info = ctl.consumer_manager.get_consumer_group_info(group)
             if group_info is None:
@@ -178,13 +185,17 @@ class PullMessageProcessor:
                             f"the consumer's subscription not exist{suggest_todo()}")  # fmt: skip
             if sub.sub_version < sub_version:
                 return fail(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+            if not sub.is_tag_type:
+                filter_data = ctl.consumer_filter_manager.get(topic, group)
+                if filter_data is None:
+                    return fail(ResponseCode.FILTER_DATA_NOT_EXIST, "The broker's consumer filter data is not exist!"
+                                                                    "Your expression may be wrong!")  # fmt: skip
+                if filter_data.client_version < sub_version:
+                    return fail(ResponseCode.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest")
         if not sub.is_tag_type and not cfg.enable_property_filter:
             return fail(ResponseCode.SYSTEM_ERROR,
                         f"The broker does not support consumer to filter message by {sub.expression_type}")  # fmt: skip
-        if not sub.is_tag_type:
-            return fail(ResponseCode.SYSTEM_ERROR,
-                        f"rocketq does not filter messages by {sub.expression_type}")  # fmt: skip
-        message_filter = ExpressionMessageFilter(sub)
+        message_filter = ExpressionMessageFilter(sub, filter_data.selector if filter_data is not None else None)
 
         result = ctl.store.get_message(group, topic, queue_id, queue_offset, max_msg_nums, message_filter)
         code = pull_response_code(result.status, queue_offset)

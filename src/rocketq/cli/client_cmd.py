@@ -28,7 +28,15 @@ from tqdm import tqdm
 
 from rocketq.cli.args import positive
 from rocketq.cli.signals import stop_signals
-from rocketq.client import ClientConfig, ConsumeFromWhere, InvalidMessageError, LitePullConsumer, Producer, new_message
+from rocketq.client import (
+    EXPRESSION_TYPE_SQL92,
+    ClientConfig,
+    ConsumeFromWhere,
+    InvalidMessageError,
+    LitePullConsumer,
+    Producer,
+    new_message,
+)
 from rocketq.client.client_config import resolve_namesrv_addrs
 from rocketq.client.producer import check_topic
 from rocketq.common.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, Message, MessageExt
@@ -61,7 +69,8 @@ def register_produce(groups: argparse._SubParsersAction) -> None:  # type: ignor
     p.add_argument("--body", default=None, help="body text instead of a generated one ({i}: message number)")
     p.add_argument("--tags", default=None, help="tag of every message ({i}: message number)")
     p.add_argument("--keys", default=None, help="keys, space-separated ({i}: message number)")
-    p.add_argument("--property", action="append", default=[], metavar="K=V", help="a user property (repeatable)")
+    p.add_argument("--property", action="append", default=[], metavar="K=V",
+                   help="a user property (repeatable; {i} in V: message number)")  # fmt: skip
     p.add_argument("--batch", type=int, default=1, metavar="N", help="messages per request (default 1: no batching)")
     p.add_argument("--inflight", type=positive, default=1, metavar="N",
                    help="requests in flight at once (default 1: one after another)")  # fmt: skip
@@ -78,7 +87,8 @@ def register_consume(groups: argparse._SubParsersAction) -> None:  # type: ignor
         description="Read messages of a topic as a member of a consumer group and print them; offsets of the "
         "printed messages are committed on the broker.",
         epilog="examples:\n  rocketq consume -n 127.0.0.1:9876 -t TopicTest -g CG --count 10 --json\n"
-        "  rocketq consume -t TopicTest -g CG --tags 'TagA || TagB' --timeout 5",
+        "  rocketq consume -t TopicTest -g CG --tags 'TagA || TagB' --timeout 5\n"
+        "  rocketq consume -t TopicTest -g CG --sql \"a BETWEEN 3 AND 7 AND TAGS <> 'TagC'\"",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_namesrv(p)
@@ -87,7 +97,11 @@ def register_consume(groups: argparse._SubParsersAction) -> None:  # type: ignor
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="stop when no message came for S seconds (default: wait until --count or Ctrl-C)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object per message (the store dump's fields)")
-    p.add_argument("--tags", default="*", help="subscription: '*' or tags joined by '||' (default '*')")
+    sub = p.add_mutually_exclusive_group()
+    sub.add_argument("--tags", default="*", help="subscription: '*' or tags joined by '||' (default '*')")
+    sub.add_argument("--sql", default=None, metavar="EXPR",
+                     help="subscription: an SQL92 selector over the message properties (the broker needs "
+                          "enablePropertyFilter=true)")  # fmt: skip
     p.add_argument("--from", dest="start", choices=("first", "last", "timestamp"), default="first",
                    help="where a group with no committed offset starts (default first)")  # fmt: skip
     p.add_argument("--timestamp", type=int, default=None, metavar="MS",
@@ -142,7 +156,7 @@ async def _produce(args: argparse.Namespace) -> int:
 
         def make(i: int) -> Message:
             return new_message(args.topic, _body(args, i), tags=_fmt(args.tags, i), keys=_fmt(args.keys, i),
-                               properties=props)  # fmt: skip
+                               properties={k: _fmt(v, i) or "" for k, v in props.items()})  # fmt: skip
 
         async def send_range(start: int, end: int) -> None:
             nonlocal sent
@@ -211,7 +225,10 @@ async def _consume(args: argparse.Namespace) -> int:
     config = ClientConfig(namesrv_addr=args.namesrv, rebalance_interval=1.0)
     consumer = LitePullConsumer(args.group, config=config, consume_from_where=where, consume_timestamp=args.timestamp,
                                 auto_commit=True, pull_batch_size=32)  # fmt: skip
-    consumer.subscribe(args.topic, args.tags)
+    if args.sql is not None:
+        consumer.subscribe(args.topic, args.sql, EXPRESSION_TYPE_SQL92)
+    else:
+        consumer.subscribe(args.topic, args.tags)
     progress = _Progress(args.count, "msg")
     count = 0
     out = sys.stdout

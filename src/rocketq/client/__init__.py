@@ -36,7 +36,7 @@ from rocketq.client.errors import (
     NoRouteError,
     RequestTimeoutError,
 )
-from rocketq.client.heartbeat import ConsumeFromWhere, MessageModel
+from rocketq.client.heartbeat import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, ConsumeFromWhere, MessageModel
 from rocketq.client.listener import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -54,6 +54,8 @@ from rocketq.client.send_result import SendResult, SendStatus
 from rocketq.common.message import Message, MessageExt
 
 __all__ = [
+    "EXPRESSION_TYPE_SQL92",
+    "EXPRESSION_TYPE_TAG",
     "AllocateMessageQueueAveragely",
     "AllocateMessageQueueAveragelyByCircle",
     "AllocateMessageQueueByConfig",

@@ -29,6 +29,7 @@ import time
 from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from rocketq.client.heartbeat import EXPRESSION_TYPE_TAG
 from rocketq.client.listener import MessageListener
 from rocketq.client.lite_pull_consumer import LitePullConsumer
 from rocketq.client.message_queue import MessageQueue
@@ -214,16 +215,27 @@ class BlockingProducer(_Blocking):
         self._run(self.producer.create_topic(topic, queue_nums, **options))
 
 
+#: ``subscribe=`` of the blocking consumers: topic → tag expression, or → (expression, expression type).
+Subscriptions = Mapping[str, str | tuple[str, str]]
+
+
+def _subscribe_all(consumer: PushConsumer | LitePullConsumer, subscriptions: Subscriptions | None) -> None:
+    for topic, expression in (subscriptions or {}).items():
+        if isinstance(expression, tuple):
+            consumer.subscribe(topic, *expression)
+        else:
+            consumer.subscribe(topic, expression)
+
+
 class BlockingPushConsumer(_Blocking):
     """A blocking ``PushConsumer``: ``start()`` returns once consuming began; the listener runs in the
     background until ``shutdown()``."""
 
     def __init__(self, group: str, namesrv_addr: str | None = None, *, listener: MessageListener | None = None,
-                 subscribe: Mapping[str, str] | None = None, **options: Any) -> None:  # fmt: skip
+                 subscribe: Subscriptions | None = None, **options: Any) -> None:  # fmt: skip
         super().__init__(PushConsumer(group, namesrv_addr, listener=listener, **options))
         self.consumer: PushConsumer = self._inner
-        for topic, expression in (subscribe or {}).items():
-            self.consumer.subscribe(topic, expression)
+        _subscribe_all(self.consumer, subscribe)
 
     def start(self) -> BlockingPushConsumer:
         return super().start()  # type: ignore[no-any-return]
@@ -231,11 +243,12 @@ class BlockingPushConsumer(_Blocking):
     def __enter__(self) -> BlockingPushConsumer:
         return self.start()
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TYPE_TAG) -> None:
+        """Subscribe to *topic*: tags (``*``, ``TagA || TagB``) or, with ``expression_type="SQL92"``, a selector."""
         if self._loop is None:
-            self.consumer.subscribe(topic, expression)
+            self.consumer.subscribe(topic, expression, expression_type)
         else:
-            self._loop.loop.call_soon_threadsafe(self.consumer.subscribe, topic, expression)
+            self._loop.loop.call_soon_threadsafe(self.consumer.subscribe, topic, expression, expression_type)
 
     def register_message_listener(self, listener: MessageListener, *, orderly: bool | None = None) -> None:
         self.consumer.register_message_listener(listener, orderly=orderly)
@@ -310,12 +323,11 @@ class BlockingPullConsumer(_Blocking):
 class BlockingLitePullConsumer(_Blocking):
     """A blocking ``LitePullConsumer``; iterating over it yields messages until it is shut down."""
 
-    def __init__(self, group: str, namesrv_addr: str | None = None, *, subscribe: Mapping[str, str] | None = None,
+    def __init__(self, group: str, namesrv_addr: str | None = None, *, subscribe: Subscriptions | None = None,
                  assign: Iterable[MessageQueue] | None = None, **options: Any) -> None:  # fmt: skip
         super().__init__(LitePullConsumer(group, namesrv_addr, **options))
         self.consumer: LitePullConsumer = self._inner
-        for topic, expression in (subscribe or {}).items():
-            self.consumer.subscribe(topic, expression)
+        _subscribe_all(self.consumer, subscribe)
         if assign is not None:
             self.consumer.assign(assign)
 
@@ -325,11 +337,12 @@ class BlockingLitePullConsumer(_Blocking):
     def __enter__(self) -> BlockingLitePullConsumer:
         return self.start()
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TYPE_TAG) -> None:
+        """Subscribe to *topic*: tags (``*``, ``TagA || TagB``) or, with ``expression_type="SQL92"``, a selector."""
         if self._loop is None:
-            self.consumer.subscribe(topic, expression)
+            self.consumer.subscribe(topic, expression, expression_type)
         else:
-            self._loop.loop.call_soon_threadsafe(self.consumer.subscribe, topic, expression)
+            self._loop.loop.call_soon_threadsafe(self.consumer.subscribe, topic, expression, expression_type)
 
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
         wanted = list(mqs)

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Self
 from rocketq.client.allocate_strategy import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.client_instance import ClientInstance, get_client_instance
-from rocketq.client.errors import ClientError, ClientNotRunningError, InvalidMessageError
+from rocketq.client.errors import BrokerError, ClientError, ClientNotRunningError, InvalidMessageError
 from rocketq.client.heartbeat import (
     EXPRESSION_TYPE_TAG,
     ConsumeFromWhere,
@@ -242,16 +242,40 @@ class ConsumerBase:
         return self.rebalance is not None
 
     async def _after_subscription_change(self) -> None:
-        """Fetch the routes of the subscribed topics, tell every broker (heartbeat), and rebalance."""
+        """Fetch the routes of the subscribed topics, have the brokers check the SQL92 subscriptions, tell every
+        broker (heartbeat), and rebalance."""
         instance = self.instance
         for topic in self._route_topics():
             try:
                 await instance.update_topic_route(topic)
             except ClientError as exc:
                 log.info("%s: no route for %s yet: %s", self._group, topic, exc)
+        await self._check_client_in_broker()
         await instance.send_heartbeat_to_all_brokers()
         if self._rebalances_now():
             instance.rebalance_immediately()
+
+    async def _check_client_in_broker(self) -> None:
+        """``MQClientInstance.checkClientInBroker``: every master broker of a topic subscribed with a non-tag
+        expression must take it (CHECK_CLIENT_CONFIG), or the consumer does not start: a broker without
+        ``enablePropertyFilter=true``, or an expression it cannot compile, would otherwise leave the consumer
+        without messages and nothing said."""
+        instance = self.instance
+        for sub in list(self._subscriptions.values()):
+            if sub.is_tag_type:
+                continue
+            route = instance.topic_route_table.get(sub.topic)
+            for bd in route.broker_datas if route is not None else ():
+                addr = bd.master_addr
+                if addr is None:
+                    continue
+                try:
+                    await instance.api.check_client_in_broker(addr, self._group, instance.client_id, sub)
+                except BrokerError as exc:
+                    raise ClientError(f"broker {bd.broker_name} ({addr}) does not take the {sub.expression_type} "
+                                      f"subscription {sub.sub_string!r} of {sub.topic}: {exc.remark or exc}; a "
+                                      f"broker filters by SQL92 with enablePropertyFilter=true in its broker.conf"
+                                      ) from exc  # fmt: skip
 
     # -- RebalanceHooks (push and lite pull) ------------------------------------------------------
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.errors import BrokerError, BrokerUnreachableError, ClientTimeoutError, broker_error
-from rocketq.client.heartbeat import HeartbeatData
+from rocketq.client.heartbeat import CheckClientRequestBody, HeartbeatData, SubscriptionData
 from rocketq.client.message_queue import MessageQueue
 from rocketq.client.route import TopicRouteData, parse_topic_route
 from rocketq.client.send_result import SendResult, SendStatus
@@ -267,6 +267,14 @@ class MQClientAPI:
         request = self.request(RequestCode.HEART_BEAT, None, data.encode())
         response = self._check(await self.invoke(addr, request, timeout or self.config.api_timeout), addr)
         return response.version
+
+    async def check_client_in_broker(self, addr: str, group: str, client_id: str, sub: SubscriptionData,
+                                     timeout: float | None = None) -> None:  # fmt: skip
+        """CHECK_CLIENT_CONFIG: does the broker take this subscription (an SQL92 one: is the filter on, does the
+        expression compile)? Raises :class:`BrokerError` with the broker's remark when not."""
+        body = CheckClientRequestBody(client_id=client_id, group=group, subscription_data=sub).encode()
+        request = self.request(RequestCode.CHECK_CLIENT_CONFIG, None, body)
+        self._check(await self.invoke(addr, request, timeout or self.config.api_timeout), addr)
 
     async def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
                                 consumer_group: str | None, timeout: float | None = None) -> None:  # fmt: skip

@@ -36,6 +36,7 @@ __all__ = [
     "EXPRESSION_TYPE_SQL92",
     "EXPRESSION_TYPE_TAG",
     "SUB_ALL",
+    "CheckClientRequestBody",
     "ConsumeFromWhere",
     "ConsumeType",
     "ConsumerData",
@@ -142,6 +143,19 @@ class ConsumerData:
 @dataclass(slots=True)
 class ProducerData:
     group_name: str = ""
+
+
+@dataclass(slots=True)
+class CheckClientRequestBody:
+    """CHECK_CLIENT_CONFIG's body (``CheckClientRequestBody``): a consumer's subscription for the broker to
+    check before the consumer starts (SQL92 subscriptions)."""
+
+    client_id: str = ""
+    group: str = ""
+    subscription_data: SubscriptionData | None = None
+
+    def encode(self) -> bytes:
+        return json_compat.dumps_bytes(self)
 
 
 @dataclass(slots=True)
