@@ -139,19 +139,12 @@ def _compare(lv: object, rv: object) -> int:
             if rc == "S":  # Java casts the Boolean to String here
                 raise EvaluationError("ClassCastException: Boolean cannot be cast to String")
             return -1
-        if lc == "I":
+        if lc in ("I", "J"):  # Integer, Long: the other integer compares as is
             if rc == "D":
                 lv = float(lv)  # type: ignore[arg-type]
             elif rc == "S":
-                rv = _integer_of(rv)  # type: ignore[arg-type]
-            elif rc != "J":
-                return -1
-        elif lc == "J":
-            if rc == "D":
-                lv = float(lv)  # type: ignore[arg-type]
-            elif rc == "S":
-                rv = _long_of(rv)  # type: ignore[arg-type]
-            elif rc != "I":
+                rv = _integer_of(rv) if lc == "I" else _long_of(rv)  # type: ignore[arg-type]
+            elif rc not in ("I", "J"):
                 return -1
         elif lc == "D":
             if rc in ("I", "J"):
