@@ -216,11 +216,17 @@ class MappedFile:
 
     def reserve(self, start: int, end: int) -> None:
         """Give bytes [start, end) of the file their blocks now (``posix_fallocate``): on a full disk this
-        raises :class:`StoreError`, where touching those pages through the mapping later would be a SIGBUS."""
+        raises :class:`StoreError`, where touching those pages through the mapping later would be a SIGBUS.
+
+        Their pages are then brought into the page cache by read-ahead advice (see :meth:`pre_touch`): the
+        writes through the mapping that follow (consume-queue units, index slots and entries) find them there
+        instead of each first write allocating its page inside a page fault, which costs more and can stall."""
         try:
             os.posix_fallocate(self._fd, start, end - start)
         except OSError as e:
             raise StoreError(f"cannot reserve space in {self.path}: {e.strerror}") from e
+        with contextlib.suppress(OSError, AttributeError):  # only advice: without it the writes fault them in
+            _read_ahead(self._fd, start - start % OS_PAGE_SIZE, end)
         if start <= self.reserved_to < end:
             self.reserved_to = end
 
