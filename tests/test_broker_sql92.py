@@ -233,3 +233,27 @@ def test_dead_entries_are_dropped_after_the_clean_span() -> None:
     assert mgr.get("T", "g").is_dead  # type: ignore[union-attr]
     mgr.to_file()
     assert mgr.get("T", "g") is None
+
+
+def test_filter_support_retry_filters_a_retry_topic_by_the_original_topic_s_selector(tmp_path: Path) -> None:
+    async def pull_retry(flag: str) -> list[bytes]:
+        async with running_broker(tmp_path / flag, **ON, filterSupportRetry=flag) as broker, \
+                client_of(broker) as client:  # fmt: skip
+            hb = heartbeat("c1", "rg", {"R": "a > 5"}, expression_type="SQL92", sub_version=9)
+            assert (await client.invoke(hb)).code == ResponseCode.SUCCESS  # also creates %RETRY%rg
+            for a, topic in (("3", "R"), ("7", "R"), ("1", "Unfiltered")):
+                r = await client.invoke(send_v2("%RETRY%rg", f"{topic}-{a}".encode(),
+                                                properties=props(a=a, RETRY_TOPIC=topic)))  # fmt: skip
+                assert r.code == ResponseCode.SUCCESS, r.remark
+            await settle(broker)
+            r = await client.invoke(pull_request("rg", "%RETRY%rg", 0, 0, sys_flag=SUB_FLAG, subscription="*"))
+            return bodies(r)
+
+    assert run(pull_retry("false")) == [b"R-3", b"R-7", b"Unfiltered-1"]
+    assert run(pull_retry("true")) == [b"R-7", b"Unfiltered-1"]
+    sub = SubscriptionData(topic="%RETRY%rg", sub_string="*")
+    selectors = {"R": compile_selector("a > 5")}
+    flt = ExpressionMessageFilter(sub, None, selectors.get)
+    assert not flt.matches_all and flt.is_matched_by_consume_queue(1)
+    assert not flt.is_matched_by_properties({"a": "3", "RETRY_TOPIC": "R"})
+    assert flt.is_matched_by_properties({"a": "3"})  # no origin: passes

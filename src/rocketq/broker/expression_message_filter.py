@@ -11,17 +11,20 @@ that pass, with the record bytes.
 - SQL92: every unit passes the first question (rocketq keeps no bloom-filter bit maps in the consume queue, so
   Java's ``isMatchedByConsumeQueue`` says yes too); the record's properties are then evaluated with the group's
   compiled selector (:mod:`rocketq.common.sql92`), and only a TRUE evaluation selects the message.
+- Retries with ``filterSupportRetry`` (Java's ``ExpressionForRetryMessageFilter``): a pull of ``%RETRY%<group>``
+  evaluates each record with the group's selector of the topic it came from (its ``RETRY_TOPIC`` property); a
+  record of a topic the group does not filter by SQL92 passes.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from rocketq.common.codec import MESSAGE_MAGIC_CODE_V2, SYSFLAG_POS, header_struct
 from rocketq.common.heartbeat import SUB_ALL, SubscriptionData
 from rocketq.common.javacompat import java_string_hash
-from rocketq.common.message import PROPERTY_TAGS, string_to_properties
+from rocketq.common.message import PROPERTY_RETRY_TOPIC, PROPERTY_TAGS, string_to_properties
 from rocketq.common.sql92 import Selector
 
 _I32 = struct.Struct(">i")
@@ -77,11 +80,15 @@ class ExpressionMessageFilter:
     group's compiled *selector* (None: nothing to evaluate, everything passes, as Java's filter without
     filter data)."""
 
-    __slots__ = ("codes", "selector", "subscription", "tags")
+    __slots__ = ("codes", "retry_selector_of", "selector", "subscription", "tags")
 
-    def __init__(self, subscription: SubscriptionData | None, selector: Selector | None = None) -> None:
+    def __init__(self, subscription: SubscriptionData | None, selector: Selector | None = None,
+                 retry_selector_of: Callable[[str], Selector | None] | None = None) -> None:  # fmt: skip
+        """*retry_selector_of* (a pull of a retry topic with ``filterSupportRetry``): the group's selector of a
+        topic, or None."""
         self.subscription = subscription
         self.selector = selector
+        self.retry_selector_of = retry_selector_of
         text = (subscription.sub_string if subscription is not None else SUB_ALL) or SUB_ALL
         if subscription is None or subscription.class_filter_mode or not subscription.is_tag_type or \
                 text.strip() in ("", SUB_ALL):  # fmt: skip
@@ -93,12 +100,14 @@ class ExpressionMessageFilter:
 
     @property
     def matches_all(self) -> bool:
-        return self.codes is None and self.selector is None
+        return self.codes is None and self.selector is None and self.retry_selector_of is None
 
     def is_matched_by_consume_queue(self, tags_code: int | None) -> bool:
         return self.codes is None or tags_code is None or tags_code in self.codes
 
     def is_matched_by_commit_log(self, record: bytes) -> bool:
+        if self.retry_selector_of is not None:
+            return self.is_matched_by_properties(record_properties(record) or {})
         if self.selector is not None:
             return self.selector.matches(record_properties(record))
         return self.tags is None or record_tags(record) in self.tags
@@ -108,6 +117,10 @@ class ExpressionMessageFilter:
         pull decides when it reads the record)."""
         if properties is None:
             return True
+        if self.retry_selector_of is not None:
+            real_topic = properties.get(PROPERTY_RETRY_TOPIC)
+            selector = self.retry_selector_of(real_topic) if real_topic else None
+            return selector is None or selector.matches(properties)
         if self.selector is not None:
             return self.selector.matches(properties)
         return self.tags is None or properties.get(PROPERTY_TAGS) in self.tags

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rocketq.broker.consumer_filter_manager import ConsumerFilterData
@@ -49,7 +50,8 @@ from rocketq.broker.topic_validator import RMQ_SYS_OFFSET_MOVED_EVENT, is_readab
 from rocketq.common.heartbeat import MessageModel, SubscriptionData, build_subscription_data
 from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import MessageExt
-from rocketq.common.mixall import MASTER_ID
+from rocketq.common.mixall import MASTER_ID, RETRY_GROUP_TOPIC_PREFIX, is_retry_topic
+from rocketq.common.sql92 import Selector
 from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.transport import RemotingConnection, parse_address
@@ -195,7 +197,16 @@ class PullMessageProcessor:
         if not sub.is_tag_type and not cfg.enable_property_filter:
             return fail(ResponseCode.SYSTEM_ERROR,
                         f"The broker does not support consumer to filter message by {sub.expression_type}")  # fmt: skip
-        message_filter = ExpressionMessageFilter(sub, filter_data.selector if filter_data is not None else None)
+        retry_selector_of: Callable[[str], Selector | None] | None = None
+        if cfg.filter_support_retry and is_retry_topic(topic):
+            filters, retry_group = ctl.consumer_filter_manager, topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+
+            def retry_selector_of(real_topic: str) -> Selector | None:
+                data = filters.get(real_topic, retry_group)
+                return data.selector if data is not None else None
+
+        message_filter = ExpressionMessageFilter(sub, filter_data.selector if filter_data is not None else None,
+                                                 retry_selector_of)  # fmt: skip
 
         result = ctl.store.get_message(group, topic, queue_id, queue_offset, max_msg_nums, message_filter)
         code = pull_response_code(result.status, queue_offset)
