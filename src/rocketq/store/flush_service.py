@@ -148,11 +148,12 @@ _ROUND_FAILED = -2  # the flush raised
 
 
 class _LoopRound:
-    __slots__ = ("future", "timer", "waiters")
+    __slots__ = ("future", "started", "timer", "waiters")
 
-    def __init__(self, future: asyncio.Future[int], timer: asyncio.TimerHandle) -> None:
+    def __init__(self, future: asyncio.Future[int], timer: asyncio.TimerHandle, started: float) -> None:
         self.future = future
         self.timer = timer
+        self.started = started  # loop time when its first waiter came: the others count their timeout from it
         self.waiters = 1
 
 
@@ -218,22 +219,28 @@ class GroupCommitService(ServiceThread):
 
         Tasks of one loop await the same future per round. A round whose flush
         began before this put appended does not cover it: the task waits for
-        the next.
+        the next. The timeout counts from when the task's first round began
+        (its first waiter came; a put that joins a round later may time out a
+        round's length early): no clock read per put.
         """
         queue = self.queue
         if queue.flushed_where >= next_offset:
             return PutMessageStatus.PUT_OK
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        deadline = -1.0
         while True:
             with self._lock:
                 current = self._rounds.get(loop)
                 if current is None:
+                    now = loop.time()
                     fut = loop.create_future()
-                    self._rounds[loop] = _LoopRound(fut, loop.call_later(timeout_s, _expire_round, fut))
+                    self._rounds[loop] = _LoopRound(fut, loop.call_later(timeout_s, _expire_round, fut), now)
                 else:
                     current.waiters += 1
                     fut = current.future
+                    now = current.started
+            if deadline < 0:
+                deadline = now + timeout_s
             if current is None:
                 self.wakeup()
             value = await fut

@@ -468,6 +468,7 @@ class MessageStore:
         # background services, and what recovery did.
         self.running_flags = RunningFlags()
         self._sync_flush = self.config.flush_disk_type == SYNC_FLUSH  # puts wait for the flush
+        self._sync_flush_timeout_s = self.config.sync_flush_timeout / 1000
         self.services: StoreServices | None = None
         self.recovery_report = RecoveryReport()
 
@@ -1129,7 +1130,14 @@ class MessageStore:
         Other tasks run meanwhile; the tasks of one loop share one future per flush
         round (:meth:`GroupCommitService.wait_flushed`).
         """
-        return await self._await_flushed(self._append(msg, queue_id))
+        result = self._append(msg, queue_id)
+        if self._sync_flush and result.ok:  # not a coroutine more to resume per put: _await_flushed inline
+            gc = self._group_commit()
+            if gc is not None:
+                status = await gc.wait_flushed(result.wrote_offset + result.wrote_bytes, self._sync_flush_timeout_s)
+                if status is not PutMessageStatus.PUT_OK:
+                    result.status = status
+        return result
 
     async def aput_messages(self, msgs: list[MessageExt | Message] | MessageExtBatch,
                             queue_id: int | None = None) -> PutMessageResult:  # fmt: skip
@@ -1160,8 +1168,7 @@ class MessageStore:
         if self._sync_flush and result.ok:
             gc = self._group_commit()
             if gc is not None:
-                status = await gc.wait_flushed(result.wrote_offset + result.wrote_bytes,
-                                               self.config.sync_flush_timeout / 1000)  # fmt: skip
+                status = await gc.wait_flushed(result.wrote_offset + result.wrote_bytes, self._sync_flush_timeout_s)
                 if status is not PutMessageStatus.PUT_OK:
                     result.status = status
         return result
