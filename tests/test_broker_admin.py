@@ -154,3 +154,34 @@ def test_subscription_group_admin(tmp_path: Path) -> None:
             assert broker.subscription_group_manager.table.get("Admin") is None
 
     run(scenario())
+
+
+def test_query_correction_offset(tmp_path: Path) -> None:
+    long_max = (1 << 63) - 1
+
+    def commit(group: str, queue_id: int, offset: int) -> RemotingCommand:
+        fields = {"consumerGroup": group, "topic": "C", "queueId": queue_id, "commitOffset": offset}
+        return create_request(RequestCode.UPDATE_CONSUMER_OFFSET, fields)
+
+    def query(filter_groups: str, compare: str) -> RemotingCommand:
+        return create_request(RequestCode.QUERY_CORRECTION_OFFSET, {"topic": "C", "filterGroups": filter_groups,
+                                                                    "compareGroup": compare})  # fmt: skip
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            for i in range(10):
+                for q in (0, 1):
+                    await client.invoke(send_v2("C", f"m{i}".encode(), queue_id=q))
+            await settle(broker)
+            for group, offsets in (("g1", (5, 3)), ("g2", (2, 9)), ("cmp", (4, 7))):
+                for q, offset in enumerate(offsets):
+                    assert (await client.invoke(commit(group, q, offset))).code == ResponseCode.SUCCESS
+            r = await client.invoke(query("g2,cmp", "cmp"))  # g1 alone counts; cmp is behind it on queue 0
+            assert r.code == ResponseCode.SUCCESS
+            assert json_compat.loads(r.body)["correctionOffsets"] == {0: long_max, 1: 3}  # fastjson's bare integer keys
+            r = await client.invoke(query("", "cmp"))  # every group counts, the compare group too
+            assert json_compat.loads(r.body)["correctionOffsets"] == {0: 2, 1: 3}
+            # The filter groups' offsets are still there (4.9.4 deletes them while it answers).
+            assert broker.consumer_offset_manager.query_offset("g2", "C", 1) == 9
+
+    run(scenario())

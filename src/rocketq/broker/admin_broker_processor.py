@@ -66,6 +66,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_LONG_MAX = (1 << 63) - 1  # Java's Long.MAX_VALUE
+
 Handler = Callable[[RemotingConnection, RemotingCommand], "RemotingCommand | Awaitable[RemotingCommand] | None"]
 
 #: ``Broker2Client.callClient``'s wait for a consumer's answer (seconds).
@@ -106,6 +108,7 @@ class AdminBrokerProcessor:
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
             RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            RequestCode.QUERY_CORRECTION_OFFSET: self.query_correction_offset,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topic_list,
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
             RequestCode.GET_BROKER_CONSUME_STATS: self.fetch_all_consume_stats_in_broker,
@@ -259,6 +262,36 @@ class AdminBrokerProcessor:
         groups = ctl.consumer_manager.query_topic_consume_by_who(topic)
         groups.update(ctl.consumer_offset_manager.groups_of_topic(topic))
         return make_response_for(request, ResponseCode.SUCCESS, body=encode_body({"groupList": sorted(groups)}))
+
+    def query_correction_offset(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_CORRECTION_OFFSET (``MQClientAPIImpl.queryCorrectionOffset``, from the days of filter servers):
+        per queue of ``topic``, the lowest committed offset of its groups other than the comma-separated
+        ``filterGroups`` (an offset below the queue's min offset does not count), replaced by Long.MAX_VALUE where
+        ``compareGroup`` is behind it.
+
+        Two differences from 4.9.4, on purpose: Java computes this over the live key set of its offset table and so
+        deletes the filter groups' offsets (of every topic) from the table; here they stay. And a queue that only
+        the compare group has makes Java fail (a NullPointerException); here it is left out."""
+        ctl = self.controller
+        h = request.header
+        topic = h.get_str("topic")
+        compare = h.get_str("compareGroup", "") or ""
+        filtered = {g for g in (h.get_str("filterGroups", "") or "").split(",") if g}
+        store = ctl.store
+        table = ctl.consumer_offset_manager.offset_table
+        correction: dict[int, int] = {}
+        for key, offsets in list(table.items()):
+            key_topic, _, group = key.partition("@")
+            if key_topic != topic or group in filtered:
+                continue
+            for queue_id, offset in list(offsets.items()):
+                if offset >= store.get_min_offset_in_queue(topic, queue_id):
+                    correction[queue_id] = min(offset, correction.get(queue_id, _LONG_MAX))
+        for queue_id, offset in list((table.get(f"{topic}@{compare}") or {}).items()):
+            if queue_id in correction and correction[queue_id] > offset:
+                correction[queue_id] = _LONG_MAX
+        return make_response_for(request, ResponseCode.SUCCESS,
+                                 body=encode_body({"correctionOffsets": dict(sorted(correction.items()))}))  # fmt: skip
 
     # --- statistics --------------------------------------------------------------------------------------
     def get_topic_stats_info(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
