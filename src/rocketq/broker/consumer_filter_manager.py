@@ -38,6 +38,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: The members of an entry of ``consumerFilter.json`` that :class:`ConsumerFilterData` holds; others are kept as read.
+_FIELDS = frozenset({"consumerGroup", "topic", "expression", "expressionType", "clientVersion", "bornTime", "deadTime"})
+
 #: ``BrokerConfig.filterDataCleanTimeSpan``: how long a dead entry stays.
 FILTER_DATA_CLEAN_TIME_SPAN_MS = 24 * 3600 * 1000
 
@@ -125,14 +128,12 @@ class ConsumerFilterManager:
             for group, raw in groups.items():
                 if not isinstance(raw, dict):
                     continue
-                known = {"consumerGroup", "topic", "expression", "expressionType", "clientVersion", "bornTime",
-                         "deadTime"}  # fmt: skip
                 try:
                     data = ConsumerFilterData(str(raw.get("consumerGroup") or group), str(raw.get("topic") or topic),
                                               str(raw.get("expression") or ""), str(raw.get("expressionType") or ""),
                                               int(raw.get("clientVersion") or 0), int(raw.get("bornTime") or 0),
                                               int(raw.get("deadTime") or 0),
-                                              extra={k: v for k, v in raw.items() if k not in known})  # fmt: skip
+                                              extra={k: v for k, v in raw.items() if k not in _FIELDS})  # fmt: skip
                 except (TypeError, ValueError):
                     log.warning("consumerFilter.json: entry %s/%s is not readable; ignored", topic, group)
                     continue

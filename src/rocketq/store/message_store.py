@@ -36,7 +36,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
@@ -205,6 +205,12 @@ class QueryMessageResult:
     messages: list[MessageExt] = field(default_factory=list)
     index_last_update_timestamp: int = 0
     index_last_update_phyoffset: int = 0
+
+
+def _set_flush_status(result: PutMessageResult, status: PutMessageStatus) -> None:
+    """A put's result after its flush: FLUSH_DISK_TIMEOUT (or another failure) replaces PUT_OK."""
+    if status is not PutMessageStatus.PUT_OK:
+        result.status = status
 
 
 class ReputMessageService:
@@ -1131,18 +1137,29 @@ class MessageStore:
         round (:meth:`GroupCommitService.wait_flushed`).
         """
         result = self._append(msg, queue_id)
-        if self._sync_flush and result.ok:  # not a coroutine more to resume per put: _await_flushed inline
-            gc = self._group_commit()
-            if gc is not None:
-                status = await gc.wait_flushed(result.wrote_offset + result.wrote_bytes, self._sync_flush_timeout_s)
-                if status is not PutMessageStatus.PUT_OK:
-                    result.status = status
+        flushed = self._flushed(result)
+        if flushed is not None:  # awaited here, not in a coroutine of its own: one frame fewer to resume a put
+            _set_flush_status(result, await flushed)
         return result
 
     async def aput_messages(self, msgs: list[MessageExt | Message] | MessageExtBatch,
                             queue_id: int | None = None) -> PutMessageResult:  # fmt: skip
         """:meth:`put_messages` for asyncio code (see :meth:`aput_message`)."""
-        return await self._await_flushed(self._append_batch(msgs, queue_id))
+        result = self._append_batch(msgs, queue_id)
+        flushed = self._flushed(result)
+        if flushed is not None:
+            _set_flush_status(result, await flushed)
+        return result
+
+    def _flushed(self, result: PutMessageResult) -> Coroutine[Any, Any, PutMessageStatus] | None:
+        """For asyncio code under SYNC_FLUSH: the wait for the group commit round that covers *result*'s record
+        (:meth:`GroupCommitService.wait_flushed`), or None when there is nothing to wait for."""
+        if not (self._sync_flush and result.ok):
+            return None
+        gc = self._group_commit()
+        if gc is None:
+            return None
+        return gc.wait_flushed(result.wrote_offset + result.wrote_bytes, self._sync_flush_timeout_s)
 
     def _group_commit(self) -> GroupCommitService | None:
         """The group commit service (SYNC_FLUSH); None before the services run: the flush is done here then."""
@@ -1157,20 +1174,8 @@ class MessageStore:
         if result.ok:
             gc = self._group_commit()
             if gc is not None:
-                status = gc.commit_and_wait(result.wrote_offset + result.wrote_bytes,
-                                            self.config.sync_flush_timeout / 1000)  # fmt: skip
-                if status is not PutMessageStatus.PUT_OK:
-                    result.status = status
-        return result
-
-    async def _await_flushed(self, result: PutMessageResult) -> PutMessageResult:
-        """:meth:`_wait_flushed` for asyncio code."""
-        if self._sync_flush and result.ok:
-            gc = self._group_commit()
-            if gc is not None:
-                status = await gc.wait_flushed(result.wrote_offset + result.wrote_bytes, self._sync_flush_timeout_s)
-                if status is not PutMessageStatus.PUT_OK:
-                    result.status = status
+                _set_flush_status(result, gc.commit_and_wait(result.wrote_offset + result.wrote_bytes,
+                                                             self._sync_flush_timeout_s))  # fmt: skip
         return result
 
     def _future_of(self, result: PutMessageResult) -> Future[PutMessageResult]:
