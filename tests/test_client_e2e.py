@@ -282,6 +282,12 @@ async def scenario_sql92_filtered_consumers(cluster: Cluster) -> None:
             await wait_until(lambda: len(received) >= len(want), 30, f"{len(want)} selected messages")
             await asyncio.sleep(0.5)
         assert sorted(received) == want
+        # A selector the broker cannot compile stops the start, with the broker's reason (no filter-off hint).
+        bad = PushConsumer(unique("SqlBad"), config=client_config(cluster), listener=listener)
+        bad.subscribe(topic, "a = NULL", "SQL92")
+        with pytest.raises(ClientError, match="does not take the SQL92 subscription") as refused:
+            await bad.start()
+        assert "enablePropertyFilter" not in str(refused.value)
         async with PullConsumer(unique("SqlPull"), config=client_config(cluster)) as puller:
             got: list[int] = []
             for mq in await puller.fetch_subscribe_message_queues(topic):

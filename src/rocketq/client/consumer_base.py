@@ -21,7 +21,14 @@ from typing import Any, ClassVar, Self
 from rocketq.client.allocate_strategy import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.client_instance import ClientInstance, get_client_instance
-from rocketq.client.errors import BrokerError, ClientError, ClientNotRunningError, InvalidMessageError
+from rocketq.client.errors import (
+    BrokerError,
+    BrokerUnreachableError,
+    ClientError,
+    ClientNotRunningError,
+    ClientTimeoutError,
+    InvalidMessageError,
+)
 from rocketq.client.heartbeat import (
     EXPRESSION_TYPE_TAG,
     ConsumeFromWhere,
@@ -40,6 +47,7 @@ from rocketq.client.running_info import (
     ProcessQueueInfo,
     running_info_properties,
 )
+from rocketq.remoting.codes import ResponseCode
 
 __all__ = ["ConsumerBase", "parse_consume_timestamp"]
 
@@ -272,10 +280,14 @@ class ConsumerBase:
                 try:
                     await instance.api.check_client_in_broker(addr, self._group, instance.client_id, sub)
                 except BrokerError as exc:
+                    hint = ("; a broker filters by SQL92 with enablePropertyFilter=true in its broker.conf"
+                            if exc.code == ResponseCode.SYSTEM_ERROR else "")  # fmt: skip
                     raise ClientError(f"broker {bd.broker_name} ({addr}) does not take the {sub.expression_type} "
-                                      f"subscription {sub.sub_string!r} of {sub.topic}: {exc.remark or exc}; a "
-                                      f"broker filters by SQL92 with enablePropertyFilter=true in its broker.conf"
-                                      ) from exc  # fmt: skip
+                                      f"subscription {sub.sub_string!r} of {sub.topic}: {exc.remark or exc}"
+                                      f"{hint}") from exc  # fmt: skip
+                except (BrokerUnreachableError, ClientTimeoutError) as exc:  # its heartbeat will fail too; go on
+                    log.warning("%s: could not check the %s subscription of %s with %s: %s", self._group,
+                                sub.expression_type, sub.topic, addr, exc)  # fmt: skip
 
     # -- RebalanceHooks (push and lite pull) ------------------------------------------------------
 
