@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketq.common.heartbeat import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, SubscriptionData
+from rocketq.common.heartbeat import EXPRESSION_TYPE_SQL92, SubscriptionData, is_tag_type
 from rocketq.common.sql92 import Selector, SelectorError, compile_selector
 from rocketq.store.config_json import ConsumerFilterManager as ConsumerFilterFile
 
@@ -33,7 +33,6 @@ __all__ = [
     "ConsumerFilterData",
     "ConsumerFilterManager",
     "compile_expression",
-    "is_tag_type",
 ]
 
 log = logging.getLogger(__name__)
@@ -47,11 +46,6 @@ FILTER_DATA_CLEAN_TIME_SPAN_MS = 24 * 3600 * 1000
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def is_tag_type(expression_type: str | None) -> bool:
-    """``ExpressionType.isTagType``."""
-    return not expression_type or expression_type == EXPRESSION_TYPE_TAG
 
 
 def compile_expression(expression_type: str | None, expression: str | None) -> Selector:

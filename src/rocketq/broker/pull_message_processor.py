@@ -33,8 +33,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rocketq.broker.consumer_filter_manager import ConsumerFilterData
-from rocketq.broker.consumer_filter_manager import build as build_filter_data
+from rocketq.broker.consumer_filter_manager import compile_expression
 from rocketq.broker.expression_message_filter import ExpressionMessageFilter
 from rocketq.broker.protocol import (
     FLAG_COMMIT_OFFSET,
@@ -51,7 +50,7 @@ from rocketq.common.heartbeat import MessageModel, SubscriptionData, build_subsc
 from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import MessageExt
 from rocketq.common.mixall import MASTER_ID, RETRY_GROUP_TOPIC_PREFIX, is_retry_topic
-from rocketq.common.sql92 import Selector
+from rocketq.common.sql92 import Selector, SelectorError
 from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.transport import RemotingConnection, parse_address
@@ -166,12 +165,13 @@ class PullMessageProcessor:
                         f"[{topic_config.read_queue_nums}] consumer:[{conn.remote_address}]")  # fmt: skip
 
         sub: SubscriptionData | None
-        filter_data: ConsumerFilterData | None = None
+        selector: Selector | None = None  # an SQL92 subscription's (None: nothing to evaluate)
         if has_subscription:
             sub = build_subscription_data(topic, subscription, expression_type, sub_version)
             if not sub.is_tag_type:
-                filter_data = build_filter_data(topic, group, subscription, expression_type, sub_version)
-                if filter_data is None:
+                try:
+                    selector = compile_expression(expression_type, subscription)  # cached by expression
+                except SelectorError:
                     return fail(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
         else:
             group_info = ctl.consumer_manager.get_consumer_group_info(group)
@@ -194,6 +194,7 @@ class PullMessageProcessor:
                                                                     "Your expression may be wrong!")  # fmt: skip
                 if filter_data.client_version < sub_version:
                     return fail(ResponseCode.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest")
+                selector = filter_data.selector
         if not sub.is_tag_type and not cfg.enable_property_filter:
             return fail(ResponseCode.SYSTEM_ERROR,
                         f"The broker does not support consumer to filter message by {sub.expression_type}")  # fmt: skip
@@ -205,8 +206,7 @@ class PullMessageProcessor:
                 data = filters.get(real_topic, retry_group)
                 return data.selector if data is not None else None
 
-        message_filter = ExpressionMessageFilter(sub, filter_data.selector if filter_data is not None else None,
-                                                 retry_selector_of)  # fmt: skip
+        message_filter = ExpressionMessageFilter(sub, selector, retry_selector_of)
 
         result = ctl.store.get_message(group, topic, queue_id, queue_offset, max_msg_nums, message_filter)
         code = pull_response_code(result.status, queue_offset)

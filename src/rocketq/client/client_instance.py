@@ -77,7 +77,7 @@ from rocketq.common.message import (
 from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, CLIENT_INNER_PRODUCER_GROUP
 from rocketq.remoting.codes import RequestCode, ResponseCode, version_desc
 from rocketq.remoting.command import RemotingCommand, make_response_for
-from rocketq.remoting.transport import ProcessorTable, RemotingClient, RemotingConnection
+from rocketq.remoting.transport import ProcessorTable, RemotingClient, RemotingConnection, parse_address
 
 if TYPE_CHECKING:
     from rocketq.client.producer import Producer
@@ -571,12 +571,6 @@ class ClientInstance:
         return None
 
 
-def _socket_address(text: str) -> tuple[str, int]:
-    """``RemotingUtil.string2SocketAddress``: ``host:port``, split at the last colon."""
-    host, _, port = text.rpartition(":")
-    return host, int(port)
-
-
 def _reply_message(request: RemotingCommand, received_ms: int) -> MessageExt:
     """The message of a PUSH_REPLY_MESSAGE_TO_CLIENT (``ReplyMessageRequestHeader`` and the body), as
     ``receiveReplyMessage`` builds it: a zlib body inflated, ``ARRIVE_TIME`` added to the properties."""
@@ -596,7 +590,7 @@ def _reply_message(request: RemotingCommand, received_ms: int) -> MessageExt:
     )  # fmt: skip
     born, store = h.get_str("bornHost", None), h.get_str("storeHost", None)
     if born:
-        msg.born_host = _socket_address(born)
+        msg.born_host = parse_address(born)
     if store:
-        msg.store_host = _socket_address(store)
+        msg.store_host = parse_address(store)
     return msg

@@ -45,6 +45,7 @@ __all__ = [
     "ProducerData",
     "SubscriptionData",
     "build_subscription_data",
+    "is_tag_type",
 ]
 
 SUB_ALL: Final = "*"
@@ -98,7 +99,7 @@ class SubscriptionData:
     @property
     def is_tag_type(self) -> bool:
         """``ExpressionType.isTagType``: no type or ``TAG``."""
-        return not self.expression_type or self.expression_type == EXPRESSION_TYPE_TAG
+        return is_tag_type(self.expression_type)
 
     def matches(self, msg: MessageExt) -> bool:
         """Client-side re-check of a pulled message against the tags (``PullAPIWrapper.processPullResult``)."""
@@ -106,6 +107,11 @@ class SubscriptionData:
             return True
         tags = msg.properties.get("TAGS")
         return tags is not None and tags in self.tags_set
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """``ExpressionType.isTagType``: no type, or ``TAG``."""
+    return not expression_type or expression_type == EXPRESSION_TYPE_TAG
 
 
 def build_subscription_data(topic: str, sub_string: str | None, expression_type: str | None = None,

@@ -474,7 +474,6 @@ class MessageStore:
         # background services, and what recovery did.
         self.running_flags = RunningFlags()
         self._sync_flush = self.config.flush_disk_type == SYNC_FLUSH  # puts wait for the flush
-        self._sync_flush_timeout_s = self.config.sync_flush_timeout / 1000
         self.services: StoreServices | None = None
         self.recovery_report = RecoveryReport()
 
@@ -1159,7 +1158,7 @@ class MessageStore:
         gc = self._group_commit()
         if gc is None:
             return None
-        return gc.wait_flushed(result.wrote_offset + result.wrote_bytes, self._sync_flush_timeout_s)
+        return gc.wait_flushed(result.wrote_offset + result.wrote_bytes, self.config.sync_flush_timeout / 1000)
 
     def _group_commit(self) -> GroupCommitService | None:
         """The group commit service (SYNC_FLUSH); None before the services run: the flush is done here then."""
@@ -1175,7 +1174,7 @@ class MessageStore:
             gc = self._group_commit()
             if gc is not None:
                 _set_flush_status(result, gc.commit_and_wait(result.wrote_offset + result.wrote_bytes,
-                                                             self._sync_flush_timeout_s))  # fmt: skip
+                                                             self.config.sync_flush_timeout / 1000))  # fmt: skip
         return result
 
     def _future_of(self, result: PutMessageResult) -> Future[PutMessageResult]:
