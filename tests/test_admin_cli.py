@@ -283,7 +283,7 @@ def test_errors_are_one_line(servers: ServersInThread, capsys: pytest.CaptureFix
 def test_help_of_every_verb(capsys: pytest.CaptureFixture[str]) -> None:
     from rocketq.cli.admin_cmd import _VERBS
 
-    assert len(_VERBS) == 16  # the 15 of the issue and consumerStatus
+    assert len(_VERBS) == 21  # the 15 of the issue, consumerStatus and the 5 of the plain ACL
     for name in _VERBS:
         code, out, _ = admin(capsys, name, "--help")
         assert code == 0 and "example:\n  rocketq admin -n 127.0.0.1:9876 " + name in out, name

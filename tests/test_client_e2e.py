@@ -67,9 +67,11 @@ class Cluster:
 class InProcessServers:
     """rocketq's name server and broker on their own event loop in a background thread."""
 
-    def __init__(self, root: Path, *, property_filter: bool = True) -> None:
+    def __init__(self, root: Path, *, property_filter: bool = True, **broker_settings: Any) -> None:
+        """*broker_settings*: more ``BrokerConfig``/``MessageStoreConfig`` fields by attribute name."""
         self.root = root
         self.property_filter = property_filter
+        self.broker_settings = broker_settings
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="rocketq-test-servers", daemon=True)
         self.namesrv: Any = None
@@ -89,7 +91,7 @@ class InProcessServers:
         broker_config, store_config = load_broker_config(
             None, namesrv_addr=self.namesrv.address, listen_port=0, broker_ip1="127.0.0.1", broker_name="broker-a",
             store_path_root_dir=str(self.root / "store"), mapped_file_size_commit_log=64 * 1024 * 1024,
-            enable_property_filter=self.property_filter,
+            enable_property_filter=self.property_filter, **self.broker_settings,
         )  # fmt: skip
         self.broker = BrokerController(broker_config, store_config)
         await self.broker.start()

@@ -1,7 +1,8 @@
 // The Java client 4.9 against a broker: producers, push consumers (concurrent, tag filters, where to
 // start, orderly, broadcasting, retries to the dead-letter queue, rebalancing), the pull consumer and the
 // lite pull consumer. Usage: ClientCompatCheck NAMESRV_ADDR SECTION... (sections: producer push where
-// orderly broadcast retry rebalance pull litepull orderlydlq namespace trace request sql; "all" runs every one; holdN keeps a producer and a consumer
+// orderly broadcast retry rebalance pull litepull orderlydlq namespace trace request sql, and acl against a broker
+// with aclEnable=true and RocketMQ's stock plain_acl.yml; "all" runs every one but acl; holdN keeps a producer and a consumer
 // of topic HoldT online for N seconds, for the admin tools). Prints "FAIL <what>" for every
 // failed check and "RESULT <section> bad=<n>" per section; exits 1 when any check failed.
 import java.nio.charset.StandardCharsets;
@@ -9,7 +10,10 @@ import java.util.*;
 import java.util.concurrent.*;
 import java.util.concurrent.atomic.*;
 import java.util.function.BooleanSupplier;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.*;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.listener.*;
 import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
 import org.apache.rocketmq.client.producer.*;
@@ -17,6 +21,7 @@ import org.apache.rocketmq.client.QueryResult;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.*;
 import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
+import org.apache.rocketmq.remoting.RPCHook;
 
 public class ClientCompatCheck {
     static String ns;
@@ -242,6 +247,59 @@ public class ClientCompatCheck {
         }
         check(!started, "a consumer with a selector the broker cannot compile started");
         p.shutdown();
+    }
+
+    // --- acl: the account RocketMQ of 4.9.4's stock plain_acl.yml (topicB and groupB PUB|SUB, topicA DENY) -----
+    static String causes(Throwable e) {
+        StringBuilder sb = new StringBuilder();
+        for (Throwable t = e; t != null; t = t.getCause()) sb.append(t.getMessage()).append(" | ");
+        return sb.toString();
+    }
+
+    static DefaultMQProducer aclProducer(String secret, String instance) throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer("groupB", new AclClientRPCHook(new SessionCredentials("RocketMQ", secret)));
+        p.setNamesrvAddr(ns);
+        p.setInstanceName(instance + run);
+        p.setSendMsgTimeout(10000);
+        p.setRetryTimesWhenSendFailed(0);
+        p.start();
+        return p;
+    }
+
+    static void acl() throws Exception {
+        DefaultMQProducer p = aclProducer("12345678", "p_acl");
+        String want = "acl-" + run;
+        SendResult r = p.send(new Message("topicB", "acl", want.getBytes(StandardCharsets.UTF_8)));
+        check(r.getSendStatus() == SendStatus.SEND_OK, "signed send to topicB: " + r);
+        try {
+            p.send(new Message("topicA", "acl", "no".getBytes(StandardCharsets.UTF_8)));
+            check(false, "a send to topicA (DENY) went through");
+        } catch (Exception e) {
+            check(causes(e).contains("No default permission for topic:topicA"), "topicA refused with: " + causes(e));
+        }
+        p.shutdown();
+        DefaultMQProducer wrong = aclProducer("wrongsecret", "p_aclwrong");
+        try {
+            wrong.send(new Message("topicB", "acl", "no".getBytes(StandardCharsets.UTF_8)));
+            check(false, "a send signed with a wrong secret went through");
+        } catch (Exception e) {
+            check(causes(e).contains("Check signature failed"), "wrong secret refused with: " + causes(e));
+        }
+        wrong.shutdown();
+        RPCHook hook = new AclClientRPCHook(new SessionCredentials("RocketMQ", "12345678"));
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer("groupB", hook, new AllocateMessageQueueAveragely());
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("c_acl" + run);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe("topicB", "*");
+        Set<String> got = ConcurrentHashMap.newKeySet();
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) got.add(body(m));
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        check(await(30000, () -> got.contains(want)), "signed push consumer of groupB got " + got.size() + " messages, not " + want);
+        c.shutdown();
     }
 
     // --- consumeFromWhere FIRST / LAST / TIMESTAMP on a new group -------------------------------------------
@@ -846,6 +904,7 @@ public class ClientCompatCheck {
                     case "trace": trace(); break;
                     case "request": request(); break;
                     case "sql": sql(); break;
+                    case "acl": acl(); break;
                     default:
                         if (s.startsWith("hold")) {
                             hold(Integer.parseInt(s.substring(4)));

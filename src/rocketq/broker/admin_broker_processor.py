@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from rocketq.broker.plain_acl import AclError, PlainAccessConfig, PlainPermissionManager, acl_config_body, version_json
 from rocketq.broker.protocol import (
     Connection,
     ConsumeQueueData,
@@ -65,6 +66,18 @@ if TYPE_CHECKING:
     from rocketq.broker.broker_controller import BrokerController
 
 log = logging.getLogger(__name__)
+
+# 4.x response codes of the ACL admin codes (209-211 were given other names in 5.x).
+ACL_UPDATE_FAILED = 209  # UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+ACL_DELETE_FAILED = 210  # DELETE_ACL_CONFIG_FAILED
+ACL_WHITE_FAILED = 211  # UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
+
+
+def _split_list(text: str | None) -> list[str] | None:
+    """``UtilAll.split(text, ",")``: items trimmed, blanks dropped; None stays None."""
+    if text is None:
+        return None
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 _LONG_MAX = (1 << 63) - 1  # Java's Long.MAX_VALUE
 
@@ -125,6 +138,11 @@ class AdminBrokerProcessor:
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
+            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: self.update_and_create_access_config,
+            RequestCode.DELETE_ACL_CONFIG: self.delete_access_config,
+            RequestCode.GET_BROKER_CLUSTER_ACL_INFO: self.get_broker_acl_config_version,
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: self.update_global_white_addrs_config,
+            RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: self.get_broker_cluster_acl_config,
         }
 
     async def process_request(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
@@ -472,6 +490,94 @@ class AdminBrokerProcessor:
         version = json_compat.dumps(ctl.topic_config_manager.data_version)
         return make_response_for(request, ResponseCode.SUCCESS, ext_fields={"version": version},
                                  body=("\n".join(lines) + "\n").encode("utf-8"))  # fmt: skip
+
+    # --- plain ACL ----------------------------------------------------------------------------------------------
+    def _acl(self, request: RemotingCommand, failed: int) -> tuple[PlainPermissionManager | None, RemotingCommand]:
+        """The ACL's accounts, or the answer when ACL is off (Java fails on a missing validator)."""
+        manager = self.controller.acl
+        if manager is None:
+            return None, make_response_for(request, failed, "ACL is not enabled on this broker: set aclEnable=true "
+                                           "in its broker.conf")  # fmt: skip
+        return manager, make_response_for(request, ResponseCode.SUCCESS)
+
+    def update_and_create_access_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_AND_CREATE_ACL_CONFIG (mqadmin updateAclConfig): an account added or replaced."""
+        manager, answer = self._acl(request, ACL_UPDATE_FAILED)
+        if manager is None:
+            return answer
+        h = request.header
+        config = PlainAccessConfig(
+            access_key=h.get_str("accessKey", None), secret_key=h.get_str("secretKey", None),
+            white_remote_address=h.get_str("whiteRemoteAddress", None), admin=h.get_bool("admin", False),
+            default_topic_perm=h.get_str("defaultTopicPerm", None),
+            default_group_perm=h.get_str("defaultGroupPerm", None),
+            topic_perms=_split_list(h.get_str("topicPerms", None)),
+            group_perms=_split_list(h.get_str("groupPerms", None)),
+        )  # fmt: skip
+        log.info("updateAndCreateAccessConfig %s called by %s", config.access_key, conn.remote_address)
+        try:
+            manager.update_access_config(config)
+        except AclError as e:
+            return make_response_for(request, ACL_UPDATE_FAILED, str(e))
+        return answer
+
+    def delete_access_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """DELETE_ACL_CONFIG (mqadmin deleteAccessConfig)."""
+        manager, answer = self._acl(request, ACL_DELETE_FAILED)
+        if manager is None:
+            return answer
+        access_key = request.header.get_str("accessKey", None)
+        log.info("deleteAccessConfig %s called by %s", access_key, conn.remote_address)
+        try:
+            deleted = manager.delete_access_config(access_key)
+        except AclError as e:
+            return make_response_for(request, ACL_DELETE_FAILED, str(e))
+        if not deleted:
+            return make_response_for(request, ACL_DELETE_FAILED, f"The accesskey[{access_key}] corresponding to "
+                                     "accessConfig has been deleted failed.")  # fmt: skip
+        return answer
+
+    def update_global_white_addrs_config(self, conn: RemotingConnection,
+                                         request: RemotingCommand) -> RemotingCommand:  # fmt: skip
+        """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (mqadmin updateGlobalWhiteAddr)."""
+        manager, answer = self._acl(request, ACL_WHITE_FAILED)
+        if manager is None:
+            return answer
+        h = request.header
+        addrs = h.get_str("globalWhiteAddrs", None)
+        log.info("updateGlobalWhiteAddrsConfig %s called by %s", addrs, conn.remote_address)
+        try:
+            done = manager.update_global_white_addrs(_split_list(addrs) or [], h.get_str("aclFileFullPath", None))
+        except AclError as e:
+            return make_response_for(request, ACL_WHITE_FAILED, str(e))
+        if not done:
+            return make_response_for(request, ACL_WHITE_FAILED,
+                                     f"The globalWhiteAddresses[{addrs}] has been updated failed.")  # fmt: skip
+        return answer
+
+    def get_broker_acl_config_version(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CLUSTER_ACL_INFO (mqadmin clusterAclConfigVersion)."""
+        manager, answer = self._acl(request, ResponseCode.SYSTEM_ERROR)
+        if manager is None:
+            return answer
+        cfg = self.controller.broker_config
+        versions = {path: {"counter": v.counter, "timestamp": v.timestamp}
+                    for path, v in manager.data_versions().items()}  # fmt: skip
+        answer.ext_fields = {"version": version_json(manager.data_version()),
+                             "allAclFileVersion": json_compat.dumps(versions), "brokerName": cfg.broker_name,
+                             "brokerAddr": self.controller.broker_addr,
+                             "clusterName": cfg.broker_cluster_name}  # fmt: skip
+        answer.remark = None
+        return answer
+
+    def get_broker_cluster_acl_config(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CLUSTER_ACL_CONFIG (mqadmin getAccessConfigSubCommand): every file's white list and accounts."""
+        manager, answer = self._acl(request, ResponseCode.SYSTEM_ERROR)
+        if manager is None:
+            return answer
+        answer.body = acl_config_body(manager)
+        answer.remark = None
+        return answer
 
     # --- store housekeeping --------------------------------------------------------------------------------
     def clean_expired_consume_queue(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

@@ -99,6 +99,9 @@ class BrokerConfig:
     ha_listen_port: int = 0  # 0: listenPort + 1, as BrokerStartup sets it
     # NettyServerConfig.serverChannelMaxIdleTimeSeconds and the client expiry of ClientHousekeepingService.
     server_channel_max_idle_time_seconds: int = 120
+    # The plain ACL (broker/plain_acl.py): its files are under rocketmqHome/conf (the store root when unset).
+    acl_enable: bool = False
+    rocketmq_home: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
 
     # --- derived -------------------------------------------------------------------------------
     @property

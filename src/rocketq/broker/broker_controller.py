@@ -42,6 +42,7 @@ from rocketq.broker.consumer_manage_processor import ConsumerManageProcessor
 from rocketq.broker.consumer_manager import ConsumerGroupEvent, ConsumerManager
 from rocketq.broker.end_transaction_processor import EndTransactionProcessor
 from rocketq.broker.loop_dispatch import LoopDispatcher
+from rocketq.broker.plain_acl import PlainAccessValidator, PlainPermissionManager
 from rocketq.broker.producer_manager import ProducerManager
 from rocketq.broker.pull_message_processor import PullMessageProcessor
 from rocketq.broker.pull_request_hold_service import PullRequestHoldService
@@ -81,6 +82,7 @@ class _VipProcessorTable(ProcessorTable):
     def __init__(self, main: ProcessorTable) -> None:
         super().__init__()
         self._main = main
+        self.rpc_hooks = main.rpc_hooks  # the same list: a hook registered once checks both listeners
 
     def register(self, code: int, processor: RequestProcessor) -> None:
         self._main.register(code, processor)
@@ -125,6 +127,8 @@ class BrokerController:
         self.transactional_message_service = self.transactional_message_check_service.transactional_message_service
         self.outer_api = BrokerOuterAPI(broker_config)
         self._loop_dispatcher: LoopDispatcher | None = None
+        #: The plain ACL's accounts while ``aclEnable`` is on (made at start).
+        self.acl: PlainPermissionManager | None = None
 
         self.send_message_processor = SendMessageProcessor(self)
         self.reply_message_processor = ReplyMessageProcessor(self, self.send_message_processor)
@@ -200,6 +204,10 @@ class BrokerController:
             raise RuntimeError("broker already started")
         self._started = True
         self._register_lock = asyncio.Lock()
+        if self.broker_config.acl_enable:
+            self.acl = await asyncio.to_thread(PlainPermissionManager, self.acl_home())
+            self.processors.rpc_hooks.append(PlainAccessValidator(self.acl))
+            log.info("ACL enabled: accounts from %s", self.acl.default_file.parent)
         await asyncio.to_thread(self._open_store)
         self._store_open = True
         self.topic_put_stats = KeyedStats(self.topic_put_totals())  # what the store held before counts not
@@ -241,6 +249,11 @@ class BrokerController:
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
                  self.broker_config.broker_name, self.broker_addr, self.broker_config.namesrv_addr)  # fmt: skip
 
+    def acl_home(self) -> str:
+        """Where the ACL files are (``conf/plain_acl.yml``, ``conf/acl/``): ``rocketmqHome`` (``ROCKETMQ_HOME``),
+        else the store's root directory."""
+        return self.broker_config.rocketmq_home or str(self.store_config.root)
+
     def _open_store(self) -> None:
         self.store.load()
         self.consumer_filter_manager.attach(self.store.consumer_filter_manager)
@@ -261,6 +274,8 @@ class BrokerController:
         await self.pull_request_hold_service.shutdown()
         await self.remoting_server.stop()
         await self.fast_remoting_server.stop()
+        if self.acl is not None:
+            self.acl.shutdown()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:

@@ -2,10 +2,12 @@
 
 Verbs: clusterList, topicList, topicRoute, topicStatus, updateTopic, deleteTopic, brokerStatus,
 consumerProgress, consumerConnection, updateSubGroup, queryMsgById, queryMsgByKey, queryMsgByOffset,
-sendMessage, consumeMessage. Each prints a table laid out like mqadmin 4.9's (same columns and widths), or
+sendMessage, consumeMessage, and the plain ACL's updateAclConfig, deleteAclConfig, updateGlobalWhiteAddr,
+clusterAclConfigVersion, getAclConfig. Each prints a table laid out like mqadmin 4.9's (same columns and widths), or
 one JSON document with ``--json`` (before or after the verb). ``-n`` may be given before or after the verb
 and falls back to ``NAMESRV_ADDR``; several name servers are separated by ``;``. Boolean options take a
-value, as in mqadmin (``-o true``).
+value, as in mqadmin (``-o true``). ``--access-key``/``--secret-key`` sign every call for brokers with
+``aclEnable=true`` (mqadmin reads them from ``conf/tools.yml``).
 
 The calls themselves live in :mod:`rocketq.client.admin`; a failure (no name server at the address, an
 unknown topic, cluster, group or message, a broker that refuses) is one ``rocketq: error: ...`` line on
@@ -24,7 +26,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rocketq.cli.args import non_negative, positive
+from rocketq.cli.args import add_credentials, credentials, non_negative, positive
 from rocketq.client.admin import (
     RETRY_GROUP_TOPIC_PREFIX,
     TOOLS_CONSUMER_GROUP,
@@ -602,6 +604,125 @@ async def update_sub_group(admin: MQAdmin, args: argparse.Namespace) -> None:
                                                 for k, v in config.items()) + "]")  # fmt: skip
 
 
+def _acl_where(p: argparse.ArgumentParser, what: str) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help=f"{what} on this broker")
+    where.add_argument("-c", "--clusterName", dest="cluster", help=f"{what} on every master of this cluster")
+
+
+@options("updateAclConfig")
+def _update_acl_options(p: argparse.ArgumentParser) -> None:
+    _acl_where(p, "update the account")
+    p.add_argument("-a", "--accessKey", dest="acl_access_key", required=True, help="the account's access key")
+    p.add_argument("-s", "--secretKey", dest="acl_secret_key", required=True, help="its secret key")
+    p.add_argument("-w", "--whiteRemoteAddress", dest="white", help="a host (pattern) that needs no signature")
+    p.add_argument("-i", "--defaultTopicPerm", dest="default_topic_perm", help="DENY, PUB, SUB or PUB|SUB")
+    p.add_argument("-u", "--defaultGroupPerm", dest="default_group_perm", help="DENY, PUB, SUB or PUB|SUB")
+    p.add_argument("-t", "--topicPerms", dest="topic_perms", help="e.g. topicA=DENY,topicD=SUB")
+    p.add_argument("-g", "--groupPerms", dest="group_perms", help="e.g. groupA=DENY,groupD=SUB")
+    p.add_argument("-m", "--admin", dest="admin", type=_bool, default=False, help="an admin account (false)")
+
+
+@verb("updateAclConfig", "Create or update an ACL account in the brokers' plain_acl.yml.",
+      "rocketq admin -n 127.0.0.1:9876 updateAclConfig -c DefaultCluster -a RocketMQ -s 12345678 "
+      "-t topicA=PUB")  # fmt: skip
+async def update_acl_config(admin: MQAdmin, args: argparse.Namespace) -> None:
+    fields = {"accessKey": args.acl_access_key, "secretKey": args.acl_secret_key, "whiteRemoteAddress": args.white,
+              "defaultTopicPerm": args.default_topic_perm, "defaultGroupPerm": args.default_group_perm,
+              "topicPerms": args.topic_perms, "groupPerms": args.group_perms, "admin": args.admin}  # fmt: skip
+    addrs = await admin.update_acl_config(fields, broker_addr=args.broker_addr, cluster=args.cluster)
+    shown = {k: v for k, v in fields.items() if v is not None and k != "secretKey"}
+    if args.json:
+        _emit_json({"brokers": addrs, "account": shown})
+        return
+    for addr in addrs:
+        print(f"create or update plain access config to {addr} success.")
+    print("PlainAccessConfig{" + ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+                                          for k, v in shown.items()) + "}")  # fmt: skip
+
+
+@options("deleteAclConfig")
+def _delete_acl_options(p: argparse.ArgumentParser) -> None:
+    _acl_where(p, "delete the account")
+    p.add_argument("-a", "--accessKey", dest="acl_access_key", required=True, help="the account's access key")
+
+
+@verb("deleteAclConfig", "Delete an ACL account from the brokers' ACL files.",
+      "rocketq admin -n 127.0.0.1:9876 deleteAclConfig -c DefaultCluster -a RocketMQ")  # fmt: skip
+async def delete_acl_config(admin: MQAdmin, args: argparse.Namespace) -> None:
+    addrs = await admin.delete_acl_config(args.acl_access_key, broker_addr=args.broker_addr, cluster=args.cluster)
+    if args.json:
+        _emit_json({"brokers": addrs, "accessKey": args.acl_access_key})
+        return
+    for addr in addrs:
+        print(f"delete plain access config account from {addr} success.")
+    print(f"account's accesskey is:{args.acl_access_key}")
+
+
+@options("updateGlobalWhiteAddr")
+def _white_options(p: argparse.ArgumentParser) -> None:
+    _acl_where(p, "update the white list")
+    p.add_argument("-g", "--globalWhiteRemoteAddresses", dest="white", required=True,
+                   help="hosts that need no credentials, e.g. 10.10.103.*,192.168.0.*")  # fmt: skip
+    p.add_argument("-p", "--aclFileFullPath", dest="acl_file", help="the ACL file (default: conf/plain_acl.yml)")
+
+
+@verb("updateGlobalWhiteAddr", "Set the global white list of hosts that need no ACL credentials.",
+      "rocketq admin -n 127.0.0.1:9876 updateGlobalWhiteAddr -c DefaultCluster -g 10.10.103.*")  # fmt: skip
+async def update_global_white_addr(admin: MQAdmin, args: argparse.Namespace) -> None:
+    addrs = await admin.update_global_white_addrs(args.white, args.acl_file, broker_addr=args.broker_addr,
+                                                  cluster=args.cluster)  # fmt: skip
+    if args.json:
+        _emit_json({"brokers": addrs, "globalWhiteRemoteAddresses": args.white.split(",")})
+        return
+    for addr in addrs:
+        print(f"update global white remote addresses to {addr} success.")
+
+
+@options("clusterAclConfigVersion")
+def _acl_version_options(p: argparse.ArgumentParser) -> None:
+    _acl_where(p, "read the ACL versions")
+
+
+@verb("clusterAclConfigVersion", "Show the version of every ACL file of the brokers.",
+      "rocketq admin -n 127.0.0.1:9876 clusterAclConfigVersion -c DefaultCluster")  # fmt: skip
+async def cluster_acl_config_version(admin: MQAdmin, args: argparse.Namespace) -> None:
+    rows = await admin.acl_config_versions(broker_addr=args.broker_addr, cluster=args.cluster)
+    if args.json:
+        _emit_json({"brokers": rows})
+        return
+    print(f"{'#Cluster Name':<16}  {'#Broker Name':<22}  {'#Broker Addr':<22}  {'#AclFilePath':<40}  "
+          f"{'#AclConfigVersionNum':<22}  {'#AclLastUpdateTime':<22}")  # fmt: skip
+    for row in rows:
+        for path, version in sorted(row["files"].items()):
+            print(f"{row['clusterName']:<16}  {row['brokerName']:<22}  {row['brokerAddr']:<22}  {path:<40}  "
+                  f"{version.get('counter', 0)!s:<22}  {_human_time(int(version.get('timestamp', 0)))}")  # fmt: skip
+
+
+@options("getAclConfig")
+def _get_acl_options(p: argparse.ArgumentParser) -> None:
+    _acl_where(p, "read the ACL config")
+
+
+@verb("getAclConfig", "Show the brokers' ACL white lists and accounts.",
+      "rocketq admin -n 127.0.0.1:9876 getAclConfig -b 127.0.0.1:10911")  # fmt: skip
+async def get_acl_config(admin: MQAdmin, args: argparse.Namespace) -> None:
+    configs = await admin.acl_configs(broker_addr=args.broker_addr, cluster=args.cluster)
+    if args.json:
+        _emit_json({"brokers": [{"brokerAddr": addr, **body} for addr, body in configs]})
+        return
+    for addr, body in configs:
+        print(f"\n#broker {addr}")
+        print(f"{'globalWhiteRemoteAddresses':<20}: {body.get('globalWhiteAddrs') or []}")
+        print("\naccounts:")
+        for account in body.get("plainAccessConfigs") or []:
+            for name in ("accessKey", "secretKey", "whiteRemoteAddress", "admin", "defaultTopicPerm",
+                         "defaultGroupPerm", "topicPerms", "groupPerms"):  # fmt: skip
+                value = account.get(name)
+                print(f"  {name:<18}: {'' if value is None else value}")
+            print()
+
+
 @options("queryMsgById")
 def _query_by_id_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--msgId", dest="msg_id", required=True,
@@ -808,6 +929,7 @@ def _common(p: argparse.ArgumentParser, *, top: bool) -> None:
                    help="print JSON instead of a table")  # fmt: skip
     p.add_argument("--timeout", type=float, default=5.0 if top else argparse.SUPPRESS, metavar="SECONDS",
                    help="time allowed for each call (default 5)")  # fmt: skip
+    add_credentials(p, default=default)
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
@@ -815,9 +937,10 @@ def cmd_admin(args: argparse.Namespace) -> int:
     if fn is None:
         raise AdminError("choose a verb: " + ", ".join(_VERBS) + " (see 'rocketq admin --help')")
     addr = args.namesrv_addr or os.environ.get("NAMESRV_ADDR")
+    account = credentials(args)
 
     async def run() -> None:
-        admin = MQAdmin(addr, timeout=args.timeout)
+        admin = MQAdmin(addr, timeout=args.timeout, credentials=account)
         try:
             await fn(admin, args)
         finally:

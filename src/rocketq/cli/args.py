@@ -4,8 +4,12 @@ error (``rocketq …: error: argument --x: …``) instead of a traceback further
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-__all__ = ["non_negative", "port", "positive"]
+from rocketq.common.acl import SessionCredentials
+from rocketq.common.errors import RocketqError
+
+__all__ = ["add_credentials", "credentials", "non_negative", "port", "positive"]
 
 
 def non_negative(text: str) -> int:
@@ -33,3 +37,26 @@ def port(text: str) -> int:
     if value > 65535:
         raise argparse.ArgumentTypeError(f"not a port (0 to 65535): {value}")
     return value
+
+
+def add_credentials(p: argparse.ArgumentParser, *, default: Any = None) -> None:
+    """``--access-key`` / ``--secret-key``: an ACL account to sign every request with."""
+    p.add_argument("--access-key", dest="access_key", metavar="AK", default=default,
+                   help="ACL account (with --secret-key): sign every request, for brokers with "
+                   "aclEnable=true")  # fmt: skip
+    p.add_argument("--secret-key", dest="secret_key", metavar="SK", default=default,
+                   help="the ACL account's secret key")  # fmt: skip
+
+
+class CredentialsError(RocketqError):
+    exit_code = 2
+
+
+def credentials(args: argparse.Namespace) -> SessionCredentials | None:
+    """The account of ``--access-key``/``--secret-key``, or None when neither is given."""
+    access_key, secret_key = getattr(args, "access_key", None), getattr(args, "secret_key", None)
+    if not access_key and not secret_key:
+        return None
+    if not access_key or not secret_key:
+        raise CredentialsError("--access-key and --secret-key go together")
+    return SessionCredentials(access_key, secret_key)

@@ -26,7 +26,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from rocketq.cli.args import positive
+from rocketq.cli.args import add_credentials, credentials, positive
 from rocketq.cli.signals import stop_signals
 from rocketq.client import (
     EXPRESSION_TYPE_SQL92,
@@ -51,6 +51,7 @@ def _add_namesrv(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--namesrv", metavar="ADDR", default=None,
                    help="name server address(es), ';'-separated (default: $NAMESRV_ADDR)")  # fmt: skip
     p.add_argument("-t", "--topic", required=True, help="topic")
+    add_credentials(p)
 
 
 def register_produce(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -152,7 +153,8 @@ async def _produce(args: argparse.Namespace) -> int:
     progress = _Progress(args.count, "msg")
     sent = 0
     begin = time.monotonic()
-    async with Producer(args.group, args.namesrv, send_timeout=args.timeout) as producer:
+    config = ClientConfig(credentials=credentials(args))
+    async with Producer(args.group, args.namesrv, config=config, send_timeout=args.timeout) as producer:
 
         def make(i: int) -> Message:
             return new_message(args.topic, _body(args, i), tags=_fmt(args.tags, i), keys=_fmt(args.keys, i),
@@ -222,7 +224,7 @@ async def _consume(args: argparse.Namespace) -> int:
              "timestamp": ConsumeFromWhere.CONSUME_FROM_TIMESTAMP}[args.start]  # fmt: skip
     # Rebalance every second (Java: 20 s), so that a topic created after the consumer started, or a member
     # joining, is picked up at once.
-    config = ClientConfig(namesrv_addr=args.namesrv, rebalance_interval=1.0)
+    config = ClientConfig(namesrv_addr=args.namesrv, rebalance_interval=1.0, credentials=credentials(args))
     consumer = LitePullConsumer(args.group, config=config, consume_from_where=where, consume_timestamp=args.timestamp,
                                 auto_commit=True, pull_batch_size=32)  # fmt: skip
     if args.sql is not None:

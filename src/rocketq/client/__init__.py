@@ -51,6 +51,7 @@ from rocketq.client.pull_result import PullResult, PullStatus
 from rocketq.client.push_consumer import PushConsumer
 from rocketq.client.queue_selector import SelectMessageQueueByHash, SelectMessageQueueByRandom
 from rocketq.client.send_result import SendResult, SendStatus
+from rocketq.common.acl import SessionCredentials
 from rocketq.common.message import Message, MessageExt
 
 __all__ = [
@@ -90,6 +91,7 @@ __all__ = [
     "SelectMessageQueueByRandom",
     "SendResult",
     "SendStatus",
+    "SessionCredentials",
     "create_reply_message",
     "new_message",
 ]

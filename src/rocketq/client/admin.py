@@ -27,7 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from rocketq.client.acl import AclClientRPCHook
 from rocketq.common import json_compat
+from rocketq.common.acl import SessionCredentials
 from rocketq.common.codec import decode_records_of
 from rocketq.common.errors import RocketqError
 from rocketq.common.message import (
@@ -257,7 +259,8 @@ def _reason(exc: BaseException) -> str:
 class MQAdmin:
     """Admin calls against the name servers in ``namesrv_addr`` (``host:port`` separated by ``;``)."""
 
-    def __init__(self, namesrv_addr: str | None, *, timeout: float = 5.0) -> None:
+    def __init__(self, namesrv_addr: str | None, *, timeout: float = 5.0,
+                 credentials: SessionCredentials | None = None) -> None:  # fmt: skip
         addrs = [a.strip() for a in (namesrv_addr or "").split(";") if a.strip()]
         if not addrs:
             raise AdminError("no name server address: give -n HOST:PORT or set NAMESRV_ADDR")
@@ -268,7 +271,8 @@ class MQAdmin:
                 raise AdminError(f"not a name server address (host:port): {a!r}") from None
         self.namesrv_addrs = addrs
         self.timeout = timeout
-        self.client = RemotingClient(connect_timeout=timeout, name="rocketq-admin")
+        hook = AclClientRPCHook(credentials) if credentials is not None else None
+        self.client = RemotingClient(connect_timeout=timeout, name="rocketq-admin", rpc_hook=hook)
         self._uniq = UniqueIdGenerator()
         self._send_index = random.randrange(1 << 16)
 
@@ -498,6 +502,62 @@ class MQAdmin:
             r = await self.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body))
             self.check(r, f"update subscription group on {addr}")
         return addrs
+
+    # --- plain ACL (4.x codes 50-54) ---------------------------------------------------------------------
+    async def update_acl_config(self, fields: Mapping[str, object], *, broker_addr: str | None = None,
+                                cluster: str | None = None) -> list[str]:  # fmt: skip
+        """``updateAclConfig``: an account (``CreateAccessConfigRequestHeader`` fields) on one broker or every
+        master of a cluster."""
+        addrs = await self._master_addrs(cluster, broker_addr)
+        for addr in addrs:
+            r = await self.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, dict(fields)))
+            self.check(r, f"update ACL account {fields.get('accessKey')!r} on {addr}")
+        return addrs
+
+    async def delete_acl_config(self, access_key: str, *, broker_addr: str | None = None,
+                                cluster: str | None = None) -> list[str]:  # fmt: skip
+        """``deleteAclConfig``."""
+        addrs = await self._master_addrs(cluster, broker_addr)
+        for addr in addrs:
+            r = await self.invoke(addr, create_request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key}))
+            self.check(r, f"delete ACL account {access_key!r} on {addr}")
+        return addrs
+
+    async def update_global_white_addrs(self, addrs_text: str, acl_file: str | None = None, *,
+                                        broker_addr: str | None = None,
+                                        cluster: str | None = None) -> list[str]:  # fmt: skip
+        """``updateGlobalWhiteAddr``: the white list (``,``-separated) of an ACL file (the broker's default one
+        unless *acl_file* names another)."""
+        addrs = await self._master_addrs(cluster, broker_addr)
+        fields = {"globalWhiteAddrs": addrs_text, "aclFileFullPath": acl_file}
+        for addr in addrs:
+            r = await self.invoke(addr, create_request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, fields))
+            self.check(r, f"update the global white list on {addr}")
+        return addrs
+
+    async def acl_config_versions(self, *, broker_addr: str | None = None,
+                                  cluster: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+        """``clusterAclConfigVersion``: each broker's ACL file versions (GET_BROKER_CLUSTER_ACL_INFO)."""
+        out: list[dict[str, Any]] = []
+        for addr in await self._master_addrs(cluster, broker_addr):
+            h = self.check(await self.invoke(addr, create_request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO)),
+                           f"ACL config version of {addr}").header  # fmt: skip
+            files = as_mapping(json_compat.loads(h.get_str("allAclFileVersion", "{}") or "{}"))
+            out.append({"clusterName": h.get_str("clusterName", ""), "brokerName": h.get_str("brokerName", ""),
+                        "brokerAddr": h.get_str("brokerAddr", addr),
+                        "version": dict(as_mapping(json_compat.loads(h.get_str("version", "{}") or "{}"))),
+                        "files": {str(k): dict(as_mapping(v)) for k, v in files.items()}})  # fmt: skip
+        return out
+
+    async def acl_configs(self, *, broker_addr: str | None = None,
+                          cluster: str | None = None) -> list[tuple[str, dict[str, Any]]]:  # fmt: skip
+        """``getAclConfig``: each broker's white list and accounts (GET_BROKER_CLUSTER_ACL_CONFIG)."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        for addr in await self._master_addrs(cluster, broker_addr):
+            r = self.check(await self.invoke(addr, create_request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)),
+                           f"ACL config of {addr}")  # fmt: skip
+            out.append((addr, dict(as_mapping(json_compat.loads(r.body or b"{}")))))
+        return out
 
     # --- offsets ---------------------------------------------------------------------------------------
     async def _offset(self, code: int, addr: str, topic: str, queue_id: int, **more: object) -> int:

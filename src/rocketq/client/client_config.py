@@ -18,6 +18,7 @@ import socket
 from dataclasses import dataclass
 
 from rocketq.client.errors import ClientError
+from rocketq.common.acl import SessionCredentials
 from rocketq.remoting.codes import LanguageCode, MQVersion
 
 __all__ = ["DEFAULT_INSTANCE_NAME", "ClientConfig", "local_ip", "resolve_namesrv_addrs"]
@@ -89,6 +90,8 @@ class ClientConfig:
     language: LanguageCode = LanguageCode.JAVA
     version: int = int(MQVersion.V4_9_4)
     freeze_gc_at_start: bool = True
+    #: An ACL account: every request is signed with it (:mod:`rocketq.client.acl`); None sends no signature.
+    credentials: SessionCredentials | None = None
 
     def namesrv_addrs(self) -> list[str]:
         return resolve_namesrv_addrs(self.namesrv_addr)

@@ -35,6 +35,7 @@ import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rocketq.client.acl import AclClientRPCHook
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.errors import ClientError, NoRouteError
 from rocketq.client.heartbeat import (
@@ -176,8 +177,9 @@ class ClientInstance:
         self.config = config
         self.client_id = client_id
         processors = ProcessorTable()
+        hook = AclClientRPCHook(config.credentials) if config.credentials is not None else None
         self.remoting = RemotingClient(processors=processors, connect_timeout=config.api_timeout,
-                                       name=f"client {client_id}")  # fmt: skip
+                                       name=f"client {client_id}", rpc_hook=hook)  # fmt: skip
         self.api = MQClientAPI(self.remoting, config)
         processors.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
         processors.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)

@@ -289,6 +289,9 @@ class TransactionProducer:
         instance = self.producer.instance
         answer = instance.api.request(RequestCode.END_TRANSACTION, fields_, oneway=True)
         answer.remark = remark
+        hook = instance.remoting.rpc_hook
+        if hook is not None:  # sent on the broker's connection, not through the client: signed here
+            hook.before_request(conn.remote_address, answer)
         try:
             await conn.invoke_oneway(answer)
         except (RemotingError, OSError) as exc:

@@ -38,7 +38,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, TypeAlias, cast
+from typing import Any, Protocol, TypeAlias, cast
 
 from rocketq.remoting.codec import FRAME_MAX_LENGTH, FrameDecoder
 from rocketq.remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, SerializeType, request_code_name
@@ -59,6 +59,7 @@ __all__ = [
     "RemotingConnection",
     "RemotingServer",
     "RequestProcessor",
+    "RpcHook",
     "parse_address",
 ]
 
@@ -101,13 +102,25 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+class RpcHook(Protocol):
+    """Java's ``RPCHook``: looks at (and may change) every request before it is sent (a client's) or processed
+    (a server's). A server's hook that raises refuses the request: it is answered ``SYSTEM_ERROR`` with the
+    exception's ``remark`` attribute, or its text, as the remark."""
+
+    def before_request(self, remote_addr: str, request: RemotingCommand) -> None: ...
+
+
 class ProcessorTable:
     """Request processors by request code, plus an optional default (Java's ``processorTable`` and
-    ``defaultRequestProcessor``). One table can serve several servers (a broker's main and VIP ports)."""
+    ``defaultRequestProcessor``). One table can serve several servers (a broker's main and VIP ports).
+
+    ``rpc_hooks`` run, in order, before any request the table's servers receive is looked up and processed
+    (``registerServerRPCHook``): the broker's ACL check is one."""
 
     def __init__(self) -> None:
         self._processors: dict[int, RequestProcessor] = {}
         self.default: RequestProcessor | None = None
+        self.rpc_hooks: list[RpcHook] = []
 
     def register(self, code: int, processor: RequestProcessor) -> None:
         self._processors[int(code)] = processor
@@ -303,7 +316,17 @@ class RemotingConnection(asyncio.Protocol):
     def _on_request(self, request: RemotingCommand) -> None:
         """Run the request's processor at once (no task for the usual processor that never waits); one that
         has to wait (a held pull, a disk flush) goes on as a task, so it holds up nothing behind it."""
-        processor = self._processors.lookup(request.code)
+        table = self._processors
+        if table.rpc_hooks:
+            try:
+                for hook in table.rpc_hooks:
+                    hook.before_request(self.remote_address, request)
+            except Exception as exc:
+                remark = getattr(exc, "remark", None) or _describe(exc)
+                log.debug("%s: request %d from %s refused: %s", self.role, request.code, self.remote_address, remark)
+                self._respond(request, make_response_for(request, ResponseCode.SYSTEM_ERROR, remark))
+                return
+        processor = table.lookup(request.code)
         if processor is None:
             log.debug("%s: request code %d from %s not supported", self.role, request.code, self.remote_address)
             self._respond(
@@ -691,10 +714,13 @@ class RemotingClient:
         max_frame_length: int = FRAME_MAX_LENGTH,
         serialize_type: SerializeType | None = None,
         name: str = "remoting-client",
+        rpc_hook: RpcHook | None = None,
     ) -> None:
         if addr is not None:
             parse_address(addr)
         self.addr = addr
+        #: Runs on every request before it is sent (Java's client ``RPCHook``: the ACL signature is one).
+        self.rpc_hook = rpc_hook
         self.connect_timeout = connect_timeout
         self.processors = processors if processors is not None else ProcessorTable()
         self.max_frame_length = max_frame_length
@@ -765,10 +791,14 @@ class RemotingClient:
     ) -> RemotingCommand:
         """Send ``request`` and return the response matched by opaque (see ``RemotingConnection.invoke``)."""
         conn = await self.connect(addr)
+        if self.rpc_hook is not None:
+            self.rpc_hook.before_request(conn.remote_address, request)
         return await conn.invoke(request, timeout)
 
     async def invoke_oneway(self, request: RemotingCommand, *, addr: str | None = None) -> None:
         conn = await self.connect(addr)
+        if self.rpc_hook is not None:
+            self.rpc_hook.before_request(conn.remote_address, request)
         await conn.invoke_oneway(request)
 
     async def close_connection(self, addr: str) -> None:

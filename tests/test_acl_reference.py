@@ -1,0 +1,114 @@
+"""The plain ACL against the real Apache RocketMQ 4.9.4 (opt-in, marker ``reference``), both ways:
+
+- rocketq's Python client, signing with the account ``RocketMQ`` of the release's stock ``conf/plain_acl.yml``,
+  against a 4.9.4 broker with ``aclEnable=true`` (which reads that file): what it may and may not do, and that a
+  wrong secret or no credentials are refused (``test_acl.scenario_acl``);
+- the Java client 4.9.4 (``AclClientRPCHook``) and mqadmin 4.9.4 (which signs with the release's
+  ``conf/tools.yml``, the admin account ``rocketmq2``) against ``rocketq start`` with ``aclEnable=true`` and the
+  same accounts: the ``acl`` section of ``tests/java/ClientCompatCheck.java``, then mqadmin's ACL verbs.
+
+Runs only where ``RMQ_HOME`` points at the unpacked 4.9.4 binary release; CI has no RocketMQ.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+import test_client_e2e as e2e
+from reference_support import JAVA_DIR, RMQ_HOME, SCRIPT, free_port, wait_listening
+from test_acl import STOCK_ACL, _home, scenario_acl
+from test_client_reference import _ports
+
+pytestmark = pytest.mark.reference
+
+
+def _env(work: Path, **more: str) -> dict[str, str]:
+    if not RMQ_HOME:
+        pytest.skip("RMQ_HOME is not set: the reference RocketMQ 4.9.4 is not available")
+    work.mkdir(parents=True, exist_ok=True)
+    return dict(os.environ, RMQ_HOME=RMQ_HOME, RMQ_WORK=str(work), **more)
+
+
+def _script(env: dict[str, str], *args: str, timeout: float = 180) -> str:
+    proc = subprocess.run(["bash", str(SCRIPT), *args], env=env, timeout=timeout, capture_output=True, text=True)
+    assert proc.returncode == 0, f"rmq-reference.sh {' '.join(args)}: exit {proc.returncode}\n{proc.stdout[-3000:]}"
+    return proc.stdout
+
+
+def test_release_acl_file_is_the_one_the_tests_copy() -> None:
+    if not RMQ_HOME:
+        pytest.skip("RMQ_HOME is not set")
+    stock = yaml.safe_load((Path(RMQ_HOME) / "conf" / "plain_acl.yml").read_text())
+    assert stock == yaml.safe_load(STOCK_ACL)
+
+
+def test_python_client_against_rocketmq_with_acl(tmp_path: Path) -> None:
+    ns_port, broker_port = _ports()
+    env = _env(tmp_path / "rmq", RMQ_NAMESRV_PORT=str(ns_port), NAMESRV_ADDR=f"127.0.0.1:{ns_port}")
+    try:
+        _script(env, "start-namesrv")
+        conf = tmp_path / "broker.conf"
+        _script(env, "write-broker-conf", str(conf), str(tmp_path / "store"), f"listenPort={broker_port}",
+                "aclEnable=true")  # fmt: skip
+        _script(env, "start-broker", str(conf))
+        e2e.run(scenario_acl(e2e.Cluster(f"127.0.0.1:{ns_port}", "rocketmq-4.9.4")))
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "stop", "all"], env=env, check=False, timeout=180, capture_output=True)
+
+
+@pytest.mark.timeout(900)
+def test_java_client_and_mqadmin_against_rocketq_with_acl(tmp_path: Path) -> None:
+    env = _env(tmp_path / "rmq")
+    _script(env, "compile-client", str(JAVA_DIR))
+    home = _home(tmp_path)
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName=broker-a\naclEnable=true\nrocketmqHome={home}\n")
+    ns_port, broker_port = free_port(), free_port()
+    server = subprocess.Popen([sys.executable, "-m", "rocketq", "start", "-c", str(conf), "--store",
+                               str(tmp_path / "s"), "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    ns, broker = f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}"
+    env["NAMESRV_ADDR"] = ns
+
+    def admin(*args: str) -> str:
+        out = _script(env, "admin", *args, "-n", ns, timeout=120)
+        assert "command failed" not in out, out[-3000:]
+        return out
+
+    try:
+        wait_listening(broker_port, time.monotonic() + 30)
+        time.sleep(1.0)
+        out = _script(env, "java-client", "ClientCompatCheck", ns, "acl", timeout=300)
+        assert "RESULT acl bad=0" in out, out[-4000:]
+        assert "broker-a" in admin("clusterList")
+        assert "msgPutTotalTodayNow" in admin("brokerStatus", "-b", broker)  # signed with tools.yml's rocketmq2
+        assert "success" in admin("updateAclConfig", "-b", broker, "-a", "mqadminuser", "-s", "mqadminsecret",
+                                  "-i", "PUB", "-t", "topicA=DENY")  # fmt: skip
+        accounts = yaml.safe_load((home / "conf" / "plain_acl.yml").read_text())["accounts"]
+        assert {"accessKey": "mqadminuser", "secretKey": "mqadminsecret", "admin": False, "defaultTopicPerm": "PUB",
+                "topicPerms": ["topicA=DENY"]}.items() <= accounts[-1].items()  # fmt: skip
+        out = admin("getAclConfig", "-b", broker)
+        assert "mqadminuser" in out and "10.10.103.*" in out, out
+        out = admin("clusterAclConfigVersion", "-c", "DefaultCluster")
+        assert "broker-a" in out and "plain_acl.yml" in out, out
+        assert "success" in admin("deleteAclConfig", "-b", broker, "-a", "mqadminuser")
+        assert "mqadminuser" not in (home / "conf" / "plain_acl.yml").read_text()
+        assert "success" in admin("updateGlobalWhiteAddr", "-b", broker, "-g", "10.10.103.*,192.168.0.*,10.1.1.*",
+                                  "-p", str(home / "conf" / "plain_acl.yml"))  # fmt: skip
+        white = yaml.safe_load((home / "conf" / "plain_acl.yml").read_text())["globalWhiteRemoteAddresses"]
+        assert white == ["10.10.103.*", "192.168.0.*", "10.1.1.*"]
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
