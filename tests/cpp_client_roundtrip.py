@@ -12,7 +12,8 @@ again from the retry topic (the C API sends back the rest of that pulled batch w
 the retry topic too). One JSON line per event on stdout; the process exits once every expected
 delivery came, or at ``timeoutS``. The push consumer is never shut down: ``ShutdownPushConsumer`` of this
 library build segfaults on this machine even when no server is reachable (the producer's shutdown works);
-the script waits for the consumer's periodic offset commit instead and leaves with ``os._exit``.
+the script waits for the consumer's periodic offset commit instead and leaves with ``os._exit``. With
+``"accessKey"`` and ``"secretKey"`` in the JSON both clients sign every request (a broker with ``aclEnable=true``).
 """
 
 from __future__ import annotations
@@ -61,10 +62,13 @@ def main() -> int:
 
     producer = client.Producer(group + "_PG")
     producer.set_namesrv_addr(cfg["nameSrv"])
-    producer.start()
     consumer = client.PushConsumer(group)
     _KEEP.extend((producer, consumer))
     consumer.set_namesrv_addr(cfg["nameSrv"])
+    if cfg.get("accessKey"):  # the library's own ACL signing (its ClientRPCHook also signs an OnsChannel field)
+        producer.set_session_credentials(cfg["accessKey"], cfg["secretKey"], "ALIYUN")
+        consumer.set_session_credentials(cfg["accessKey"], cfg["secretKey"], "ALIYUN")
+    producer.start()
     try:
 
         def make(i: int) -> Any:

@@ -30,7 +30,8 @@ import pytest
 
 from broker_support import HOST, run, running_broker, settle
 from rocketq.broker.broker_controller import BrokerController
-from rocketq.client.admin import MQAdmin
+from rocketq.client.admin import AdminError, MQAdmin
+from rocketq.common.acl import SessionCredentials
 from rocketq.namesrv.namesrv_controller import NamesrvController
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import create_request
@@ -67,12 +68,12 @@ def ali_ons() -> Path:
 
 
 @contextlib.asynccontextmanager
-async def cluster(tmp_path: Path) -> AsyncIterator[tuple[NamesrvController, BrokerController]]:
+async def cluster(tmp_path: Path, **broker_conf: str) -> AsyncIterator[tuple[NamesrvController, BrokerController]]:
     namesrv = NamesrvController(HOST, 0, kv_config_path=tmp_path / "kvConfig.json")
     await namesrv.start()
     try:
         async with running_broker(tmp_path / "store", namesrvAddr=namesrv.address,
-                                  messageDelayLevel=" ".join(["1s"] * 18)) as broker:  # fmt: skip
+                                  messageDelayLevel=" ".join(["1s"] * 18), **broker_conf) as broker:  # fmt: skip
             yield namesrv, broker
     finally:
         await namesrv.stop()
@@ -113,10 +114,10 @@ def check_deliveries(events: list[dict[str, Any]], total: int) -> None:
 
 
 async def check_store(namesrv: NamesrvController, broker: BrokerController, topic: str, group: str,
-                      total: int) -> None:  # fmt: skip
+                      total: int, credentials: SessionCredentials | None = None) -> None:  # fmt: skip
     """Every message is stored with its properties; the group committed past every message it was given."""
     await settle(broker)
-    async with MQAdmin(namesrv.address) as admin:
+    async with MQAdmin(namesrv.address, credentials=credentials) as admin:
         stored = await admin.consume(topic, count=1000)
         by_seq = {int(m.properties["seq"]): m for m in stored}
         assert sorted(by_seq) == list(range(total))
@@ -160,17 +161,35 @@ def test_ali_ons_producer_and_push_consumer(tmp_path: Path, ali_ons: Path) -> No
     run(scenario(), timeout=CLIENT_TIMEOUT_S + 30)
 
 
-def test_cpp_client_producer_and_push_consumer(tmp_path: Path) -> None:
+#: Accounts of the ACL run of the C++ client: the client's own (no admin), and the checks' (admin).
+CPP_ACL = """\
+accounts:
+  - {accessKey: cppclient, secretKey: cppsecret1, defaultTopicPerm: PUB|SUB, defaultGroupPerm: PUB|SUB}
+  - {accessKey: checker1, secretKey: checksecret, admin: true}
+"""
+
+
+@pytest.mark.parametrize("acl", [False, True], ids=["plain", "acl"])
+def test_cpp_client_producer_and_push_consumer(tmp_path: Path, acl: bool) -> None:
+    """With ``acl`` the broker has ``aclEnable=true`` and the library signs every request itself: its C++
+    implementation of RocketMQ's signature, checked by rocketq's broker."""
     try:
         import rocketmq.client  # noqa: F401  (rocketmq-python-cvs, the dev extra)
     except (ImportError, OSError) as exc:
         pytest.fail(f"rocketmq-python-cvs does not import: {exc} (pip install -e '.[dev]')")
+    broker_conf: dict[str, str] = {}
+    if acl:
+        (tmp_path / "acl" / "conf").mkdir(parents=True)
+        (tmp_path / "acl" / "conf" / "plain_acl.yml").write_text(CPP_ACL, encoding="utf-8")
+        broker_conf = {"aclEnable": "true", "rocketmqHome": str(tmp_path / "acl")}
 
     async def scenario() -> None:
-        async with cluster(tmp_path) as (namesrv, broker):
+        async with cluster(tmp_path, **broker_conf) as (namesrv, broker):
             topic, group = "CppTopic", "CppGroup"  # not created: the C++ producer goes through TBW102
             cfg = {"nameSrv": namesrv.address, "topic": topic, "group": group, "count": COUNT,
                    "retrySeq": RETRY_SEQ, "timeoutS": 40}  # fmt: skip
+            if acl:
+                cfg.update(accessKey="cppclient", secretKey="cppsecret1")
             home = tmp_path / "home"  # the library logs under $HOME/logs
             home.mkdir()
             env = {**os.environ, "HOME": str(home)}
@@ -182,7 +201,12 @@ def test_cpp_client_producer_and_push_consumer(tmp_path: Path) -> None:
             check_deliveries(events, total)
             cfg_topic = broker.topic_config_manager.select_topic_config(topic)
             assert cfg_topic is not None and cfg_topic.write_queue_nums == 4  # created from TBW102
-            await check_store(namesrv, broker, topic, group, total)
+            checker = SessionCredentials("checker1", "checksecret") if acl else None
+            await check_store(namesrv, broker, topic, group, total, checker)
+            if acl:  # and the broker did check: no signature, no answer
+                async with MQAdmin(namesrv.address) as admin:
+                    with pytest.raises(AdminError, match="No accessKey is configured"):
+                        await admin.consume(topic, count=1)
 
     run(scenario(), timeout=CLIENT_TIMEOUT_S + 30)
 
