@@ -202,6 +202,7 @@ def test_validator_resources_of_each_request_code(tmp_path: Path) -> None:
     refused(_signed(RequestCode.SEND_MESSAGE_V2, {**send, "b": "topicC"}), "No default permission for topic:topicC")
     refused(_signed(RequestCode.SEND_MESSAGE_V2, {**send, "b": "topicA"}), "topic:topicA")
     refused(_signed(RequestCode.SEND_MESSAGE, {"producerGroup": "g", "topic": "other"}), "topic:other")
+    ok(_signed(RequestCode.SEND_MESSAGE, {"producerGroup": "groupA", "topic": "%RETRY%groupA"}))  # as 4.9.4
     refused(_signed(RequestCode.SEND_BATCH_MESSAGE, {**send, "b": "other"}), "topic:other")
     # a retry topic is the group's: SUB on the group
     ok(_signed(RequestCode.SEND_MESSAGE_V2, {**send, "a": "groupB", "b": "%RETRY%groupB"}))
@@ -282,11 +283,12 @@ def test_admin_updates_rewrite_the_file_with_a_new_version(tmp_path: Path) -> No
     validator.before_request("127.0.0.1:1", _signed(RequestCode.SEND_MESSAGE_V2, {"b": "x"}, creds=newbie))
     with pytest.raises(AclError, match="topic:topicA"):
         validator.before_request("127.0.0.1:1", _signed(RequestCode.SEND_MESSAGE_V2, {"b": "topicA"}, creds=newbie))
-    # updating an account keeps its place and its other members
+    # updating an account keeps its other members, and moves it to the end (as RocketMQ does)
     manager.update_access_config(PlainAccessConfig("RocketMQ", "87654321", default_topic_perm="PUB"))
     data = yaml.safe_load((home / "conf" / "plain_acl.yml").read_text())
-    first = data["accounts"][0]
-    assert first["secretKey"] == "87654321" and first["topicPerms"][0] == "topicA=DENY"
+    updated = data["accounts"][-1]
+    assert updated["accessKey"] == "RocketMQ" and updated["secretKey"] == "87654321"
+    assert updated["topicPerms"][0] == "topicA=DENY" and updated["defaultTopicPerm"] == "PUB"
     assert data["dataVersion"][0]["counter"] == 2 and manager.data_version().counter == 2
     with pytest.raises(AclError, match="longer than 6"):
         manager.update_access_config(PlainAccessConfig("tiny", "newsecret"))
@@ -299,7 +301,7 @@ def test_admin_updates_rewrite_the_file_with_a_new_version(tmp_path: Path) -> No
     validator.before_request("127.0.0.1:1", create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {}))
     assert not manager.update_global_white_addrs(["1.1.1.1"], str(tmp_path / "elsewhere.yml"))
     white, accounts = manager.all_config()
-    assert white == ["127.0.0.*"] and [a.access_key for a in accounts] == ["RocketMQ", "rocketmq2"]
+    assert white == ["127.0.0.*"] and [a.access_key for a in accounts] == ["rocketmq2", "RocketMQ"]
 
 
 def test_files_are_read_again_when_they_change(tmp_path: Path) -> None:

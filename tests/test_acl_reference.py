@@ -13,17 +13,14 @@ Runs only where ``RMQ_HOME`` points at the unpacked 4.9.4 binary release; CI has
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 import test_client_e2e as e2e
-from reference_support import JAVA_DIR, RMQ_HOME, SCRIPT, free_port, wait_listening
+from reference_support import JAVA_DIR, RMQ_HOME, SCRIPT, rocketq_start
 from test_acl import STOCK_ACL, _home, scenario_acl
 from test_client_reference import _ports
 
@@ -71,21 +68,14 @@ def test_java_client_and_mqadmin_against_rocketq_with_acl(tmp_path: Path) -> Non
     home = _home(tmp_path)
     conf = tmp_path / "broker.conf"
     conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName=broker-a\naclEnable=true\nrocketmqHome={home}\n")
-    ns_port, broker_port = free_port(), free_port()
-    server = subprocess.Popen([sys.executable, "-m", "rocketq", "start", "-c", str(conf), "--store",
-                               str(tmp_path / "s"), "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    ns, broker = f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}"
-    env["NAMESRV_ADDR"] = ns
+    with rocketq_start(conf, tmp_path / "s") as (ns, broker):
+        env["NAMESRV_ADDR"] = ns
 
-    def admin(*args: str) -> str:
-        out = _script(env, "admin", *args, "-n", ns, timeout=120)
-        assert "command failed" not in out, out[-3000:]
-        return out
+        def admin(*args: str) -> str:
+            out = _script(env, "admin", *args, "-n", ns, timeout=120)
+            assert "command failed" not in out, out[-3000:]
+            return out
 
-    try:
-        wait_listening(broker_port, time.monotonic() + 30)
-        time.sleep(1.0)
         out = _script(env, "java-client", "ClientCompatCheck", ns, "acl", timeout=300)
         assert "RESULT acl bad=0" in out, out[-4000:]
         assert "broker-a" in admin("clusterList")
@@ -105,10 +95,3 @@ def test_java_client_and_mqadmin_against_rocketq_with_acl(tmp_path: Path) -> Non
                                   "-p", str(home / "conf" / "plain_acl.yml"))  # fmt: skip
         white = yaml.safe_load((home / "conf" / "plain_acl.yml").read_text())["globalWhiteRemoteAddresses"]
         assert white == ["10.10.103.*", "192.168.0.*", "10.1.1.*"]
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reference_support import JAVA_DIR, RMQ_HOME, SCRIPT, free_port, wait_listening
+from reference_support import JAVA_DIR, RMQ_HOME, SCRIPT, rocketq_start
 
 pytestmark = pytest.mark.reference
 
@@ -69,21 +69,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
                    capture_output=True)  # fmt: skip
     conf = tmp / "broker.conf"
     conf.write_text(BROKER_CONF)
-    ns_port, broker_port = free_port(), free_port()
-    server = subprocess.Popen([sys.executable, "-m", "rocketq", "start", "-c", str(conf), "--store", str(tmp / "store"),
-                               "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        wait_listening(broker_port, time.monotonic() + 30)
-        time.sleep(1.0)  # the broker's first registration with the name server
-        yield Servers(env, f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}")
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
+    with rocketq_start(conf, tmp / "store") as (namesrv, broker):
+        yield Servers(env, namesrv, broker)
 
 
 @pytest.mark.parametrize("section", SECTIONS)

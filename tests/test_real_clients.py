@@ -67,6 +67,21 @@ def ali_ons() -> Path:
     return JS_DIR
 
 
+#: Accounts of the ACL runs of the real clients: the client's own (no admin), and the checks' (admin).
+CLIENT_ACL = """\
+accounts:
+  - {accessKey: cppclient, secretKey: cppsecret1, defaultTopicPerm: PUB|SUB, defaultGroupPerm: PUB|SUB}
+  - {accessKey: checker1, secretKey: checksecret, admin: true}
+"""
+
+
+def _acl_broker(tmp_path: Path) -> dict[str, str]:
+    """broker.conf settings of a broker with aclEnable=true and the accounts of CLIENT_ACL."""
+    (tmp_path / "acl" / "conf").mkdir(parents=True)
+    (tmp_path / "acl" / "conf" / "plain_acl.yml").write_text(CLIENT_ACL, encoding="utf-8")
+    return {"aclEnable": "true", "rocketmqHome": str(tmp_path / "acl")}
+
+
 @contextlib.asynccontextmanager
 async def cluster(tmp_path: Path, **broker_conf: str) -> AsyncIterator[tuple[NamesrvController, BrokerController]]:
     namesrv = NamesrvController(HOST, 0, kv_config_path=tmp_path / "kvConfig.json")
@@ -137,15 +152,22 @@ async def check_store(namesrv: NamesrvController, broker: BrokerController, topi
             assert committed > max(delivered, default=-1), (qid, committed, delivered)
 
 
-def test_ali_ons_producer_and_push_consumer(tmp_path: Path, ali_ons: Path) -> None:
+@pytest.mark.parametrize("acl", [False, True], ids=["plain", "acl"])
+def test_ali_ons_producer_and_push_consumer(tmp_path: Path, ali_ons: Path, acl: bool) -> None:
+    """With ``acl`` the broker has ``aclEnable=true`` and ali-ons signs with its own JavaScript signer."""
+    broker_conf = _acl_broker(tmp_path) if acl else {}
+    checker = SessionCredentials("checker1", "checksecret") if acl else None
+
     async def scenario() -> None:
-        async with cluster(tmp_path) as (namesrv, broker):
+        async with cluster(tmp_path, **broker_conf) as (namesrv, broker):
             topic, group = "AliOnsTopic", "AliOnsGroup"
-            async with MQAdmin(namesrv.address) as admin:  # ali-ons needs the topic in the route first (§13)
+            async with MQAdmin(namesrv.address, credentials=checker) as admin:  # the route first (§13)
                 await admin.create_topic(topic=topic, broker_addr=broker.broker_addr, read_queue_nums=4,
                                          write_queue_nums=4)  # fmt: skip
             cfg = {"nameSrv": namesrv.address, "topic": topic, "group": group, "count": COUNT,
                    "retrySeq": RETRY_SEQ, "timeoutMs": 40_000}  # fmt: skip
+            if acl:
+                cfg.update(accessKey="cppclient", secretKey="cppsecret1")
             events = await run_client(["node", str(ali_ons / "ali_ons_roundtrip.js"), json.dumps(cfg)], cwd=ali_ons)
             sent = [e for e in events if e["event"] == "sent"]
             assert len(sent) == COUNT and {e["status"] for e in sent} == {"SEND_OK"}
@@ -156,17 +178,11 @@ def test_ali_ons_producer_and_push_consumer(tmp_path: Path, ali_ons: Path) -> No
             for e in events:
                 if e["event"] == "received" and e["reconsumeTimes"] == 0:
                     assert e["msgId"] == by_seq[e["seq"]]["msgId"]
-            await check_store(namesrv, broker, topic, group, COUNT)
+            await check_store(namesrv, broker, topic, group, COUNT, checker)
 
     run(scenario(), timeout=CLIENT_TIMEOUT_S + 30)
 
 
-#: Accounts of the ACL run of the C++ client: the client's own (no admin), and the checks' (admin).
-CPP_ACL = """\
-accounts:
-  - {accessKey: cppclient, secretKey: cppsecret1, defaultTopicPerm: PUB|SUB, defaultGroupPerm: PUB|SUB}
-  - {accessKey: checker1, secretKey: checksecret, admin: true}
-"""
 
 
 @pytest.mark.parametrize("acl", [False, True], ids=["plain", "acl"])
@@ -177,11 +193,7 @@ def test_cpp_client_producer_and_push_consumer(tmp_path: Path, acl: bool) -> Non
         import rocketmq.client  # noqa: F401  (rocketmq-python-cvs, the dev extra)
     except (ImportError, OSError) as exc:
         pytest.fail(f"rocketmq-python-cvs does not import: {exc} (pip install -e '.[dev]')")
-    broker_conf: dict[str, str] = {}
-    if acl:
-        (tmp_path / "acl" / "conf").mkdir(parents=True)
-        (tmp_path / "acl" / "conf" / "plain_acl.yml").write_text(CPP_ACL, encoding="utf-8")
-        broker_conf = {"aclEnable": "true", "rocketmqHome": str(tmp_path / "acl")}
+    broker_conf = _acl_broker(tmp_path) if acl else {}
 
     async def scenario() -> None:
         async with cluster(tmp_path, **broker_conf) as (namesrv, broker):

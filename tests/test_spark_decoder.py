@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("pyarrow")
 
 from rocketq.common.codec import check_record, decode_record, encode_blank, encode_record
+from rocketq.common.compression import CompressionType, compress, decompress
 from rocketq.common.message import (
     COMPRESSED_FLAG,
     TRANSACTION_PREPARED_TYPE,
@@ -54,6 +55,10 @@ def _messages() -> list[MessageExt]:
         MessageExt("T" * 200, b"v2 body", 0, {"TAGS": "long", "KEYS": "x"}, store_timestamp=4),
         MessageExt("TopicZ", zlib.compress(big), 0, {"TAGS": "TagZ", "UNIQ_KEY": "UZ"},
                    sys_flag=COMPRESSED_FLAG | (3 << 8), store_timestamp=5),
+        MessageExt("TopicZ", compress(big, CompressionType.LZ4), 0, {"TAGS": "TagL"},
+                   sys_flag=COMPRESSED_FLAG | CompressionType.LZ4.flag, store_timestamp=5),
+        MessageExt("TopicZ", compress(big, CompressionType.ZSTD), 0, {"TAGS": "TagS"},
+                   sys_flag=COMPRESSED_FLAG | CompressionType.ZSTD.flag, store_timestamp=5),
         MessageExt("TopicP", b"p", 0, {}, properties_bytes=b"TAGS\x01first\x02KEYS\x01a b\x02TAGS\x01second",
                    store_timestamp=6),
         MessageExt("TopicP", b"p", 0, {}, properties_bytes=b"KEYS\x01bad\xff\xfeutf\x02UNIQ_KEY\x01U\xe9",
@@ -91,8 +96,7 @@ def _expected(buf: bytes, pos: int) -> dict[str, object]:
     m = decode_record(buf, pos)
     d = message_to_dict(m)
     body = base64.b64decode(d["body"])
-    if m.sys_flag & COMPRESSED_FLAG:
-        body = zlib.decompress(body)
+    body = decompress(body, m.sys_flag)
     d["body"] = body
     d["keys"] = m.key_list() if m.keys is not None else None
     d["properties"] = list(m.properties.items())

@@ -10,13 +10,17 @@
 // The handler asks for a retry of message `retrySeq` the first time it sees it (CONSUMER_SEND_MSG_BACK),
 // then accepts it again from the retry topic. Prints one JSON line per event on stdout
 // ({"event": "sent" | "received" | "error" | "done", ...}) and exits when every expected delivery came or
-// at timeoutMs, closing both clients.
+// at timeoutMs, closing both clients. With "accessKey" and "secretKey" in the JSON both clients sign their
+// requests (a broker with aclEnable=true).
 
 const { Producer, Consumer, Message } = require('ali-ons');
 
 const cfg = JSON.parse(process.argv[2]);
 const quiet = { info() {}, debug() {}, warn(...a) { console.error('[warn]', ...a); }, error(...a) { console.error('[error]', ...a); } };
 const common = { httpclient: {}, nameSrv: cfg.nameSrv, clientIP: '127.0.0.1', logger: quiet };
+if (cfg.accessKey) {  // ali-ons signs every request itself (its channel.js; OnsChannel is signed too)
+  Object.assign(common, { accessKey: cfg.accessKey, secretKey: cfg.secretKey });
+}
 
 function emit(obj) {
   process.stdout.write(JSON.stringify(obj) + '\n');

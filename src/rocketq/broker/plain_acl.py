@@ -545,7 +545,8 @@ class PlainPermissionManager:
 
     # --- the ACL admin codes ----------------------------------------------------------------------------------
     def update_access_config(self, config: PlainAccessConfig) -> None:
-        """``updateAccessConfig``: the account replaced where it is, or added to the default file."""
+        """``updateAccessConfig``: the account updated in its file (moved to the end of its list, as RocketMQ
+        does), or added to the default file."""
         config.check()
         check_resource_perms(config.topic_perms)
         check_resource_perms(config.group_perms)
@@ -556,7 +557,8 @@ class PlainPermissionManager:
             accounts = [a for a in data.get("accounts") or () if isinstance(a, dict)]
             for i, item in enumerate(accounts):
                 if _text(item.get("accessKey")) == config.access_key:
-                    accounts[i] = _account_map(item, config)
+                    del accounts[i]
+                    accounts.append(_account_map(item, config))
                     break
             else:
                 accounts.append(_account_map(None, config))
@@ -698,9 +700,11 @@ def _account_map(existing: dict[str, Any] | None, config: PlainAccessConfig) -> 
 
 # --- the hook ---------------------------------------------------------------------------------------------------
 
-# Request code → header field of the topic a send names, and the field of its producer group.
+# Request code → header field of the topic a send names, and the field of the group whose retry topic a send to a
+# retry topic needs. (4.9.4 reads "group" for SEND_MESSAGE, a field its header does not have: such a send to a
+# retry topic needs nothing, as there.)
 _SEND_TOPIC = {
-    RequestCode.SEND_MESSAGE: ("topic", "producerGroup"),
+    RequestCode.SEND_MESSAGE: ("topic", "group"),
     RequestCode.SEND_MESSAGE_V2: ("b", "a"),
     RequestCode.SEND_BATCH_MESSAGE: ("b", "a"),
 }

@@ -77,6 +77,9 @@ def register_produce(groups: argparse._SubParsersAction) -> None:  # type: ignor
                    help="requests in flight at once (default 1: one after another)")  # fmt: skip
     p.add_argument("-g", "--group", default=DEFAULT_PRODUCER_GROUP, help=f"producer group ({DEFAULT_PRODUCER_GROUP})")
     p.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for each send (default 3)")
+    p.add_argument("--compress-type", choices=("ZLIB", "LZ4", "ZSTD"), default="ZLIB", type=str.upper,
+                   help="how bodies of 4 KiB or more are compressed (default ZLIB; LZ4 and ZSTD, RocketMQ 5's, need "
+                   "pip install rocketq[compression], and 4.x consumers cannot read them)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="print every send result")
     p.set_defaults(func=cmd_produce)
 
@@ -154,7 +157,8 @@ async def _produce(args: argparse.Namespace) -> int:
     sent = 0
     begin = time.monotonic()
     config = ClientConfig(credentials=credentials(args))
-    async with Producer(args.group, args.namesrv, config=config, send_timeout=args.timeout) as producer:
+    async with Producer(args.group, args.namesrv, config=config, send_timeout=args.timeout,
+                        compress_type=args.compress_type) as producer:  # fmt: skip
 
         def make(i: int) -> Message:
             return new_message(args.topic, _body(args, i), tags=_fmt(args.tags, i), keys=_fmt(args.keys, i),

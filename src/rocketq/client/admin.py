@@ -22,7 +22,6 @@ import contextlib
 import os
 import random
 import time
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -31,6 +30,7 @@ from rocketq.client.acl import AclClientRPCHook
 from rocketq.common import json_compat
 from rocketq.common.acl import SessionCredentials
 from rocketq.common.codec import decode_records_of
+from rocketq.common.compression import CompressionError, decompress
 from rocketq.common.errors import RocketqError
 from rocketq.common.message import (
     COMPRESSED_FLAG,
@@ -39,7 +39,6 @@ from rocketq.common.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     MessageExt,
-    compression_type,
     properties_to_string,
 )
 from rocketq.common.message_id import MessageIdError, UniqueIdGenerator, decode_offset_message_id
@@ -224,10 +223,11 @@ def _mq_key(key: Any) -> tuple[str, str, int]:
 
 
 def inflate_body(msg: MessageExt) -> MessageExt:
-    """The message with its body inflated when the producer compressed it with zlib (sysFlag bit 0)."""
-    if msg.sys_flag & COMPRESSED_FLAG and compression_type(msg.sys_flag) in (0, 3):
-        with contextlib.suppress(zlib.error):
-            msg.body = zlib.decompress(msg.body)
+    """The message with its body inflated when the producer compressed it (sysFlag bit 0; a body that does not
+    inflate is shown as it is stored)."""
+    if msg.sys_flag & COMPRESSED_FLAG:
+        with contextlib.suppress(CompressionError):
+            msg.body = decompress(msg.body, msg.sys_flag)
     return msg
 
 

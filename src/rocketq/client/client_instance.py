@@ -31,7 +31,6 @@ import logging
 import random
 import time
 import weakref
-import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -67,6 +66,7 @@ from rocketq.client.running_info import (
 )
 from rocketq.common import json_compat
 from rocketq.common.aio import wait_event
+from rocketq.common.compression import CompressionError, decompress
 from rocketq.common.gc_tuning import freeze_startup_objects
 from rocketq.common.message import (
     COMPRESSED_FLAG,
@@ -575,13 +575,13 @@ class ClientInstance:
 
 def _reply_message(request: RemotingCommand, received_ms: int) -> MessageExt:
     """The message of a PUSH_REPLY_MESSAGE_TO_CLIENT (``ReplyMessageRequestHeader`` and the body), as
-    ``receiveReplyMessage`` builds it: a zlib body inflated, ``ARRIVE_TIME`` added to the properties."""
+    ``receiveReplyMessage`` builds it: a compressed body inflated, ``ARRIVE_TIME`` added to the properties."""
     h = request.header
     body = request.body or b""
     if h.get_int("sysFlag") & COMPRESSED_FLAG:
         try:
-            body = zlib.decompress(body)
-        except zlib.error as exc:  # Java logs it and hands the body over as it came
+            body = decompress(body, h.get_int("sysFlag"))
+        except CompressionError as exc:  # Java logs it and hands the body over as it came
             log.warning("err when uncompress constant: %s", exc)
     props = string_to_properties(h.get_str("properties", None) or "")
     props[PROPERTY_REPLY_MESSAGE_ARRIVE_TIME] = str(received_ms)

@@ -18,7 +18,8 @@ How a message goes out (``sendDefaultImpl`` / ``sendKernelImpl``):
 2. A queue is taken round-robin, skipping the broker that just failed and brokers that failed recently
    (:mod:`rocketq.client.fault_strategy`).
 3. The message gets a ``UNIQ_KEY`` (its ``msg_id``); a body of ``compress_over`` bytes or more (4 KiB) is
-   zlib-compressed (level 5) and flagged in ``sysFlag`` (bit 0, compression type zlib in bits 8–10).
+   compressed with ``compress_type`` (zlib by default, level 5; LZ4 and Zstandard as RocketMQ 5 producers may,
+   which 4.x consumers cannot read) and flagged in ``sysFlag`` (bit 0, the compression type in bits 8–10).
 4. SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch) goes to the broker's master. A synchronous send that
    times out, loses its connection or gets a retryable answer (SYSTEM_BUSY, SYSTEM_ERROR, TOPIC_NOT_EXIST,
    SERVICE_NOT_AVAILABLE, NO_PERMISSION, …) is tried again on another queue, ``retry_times_when_send_failed``
@@ -35,7 +36,6 @@ import logging
 import re
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -57,6 +57,7 @@ from rocketq.client.queue_selector import MessageQueueSelector
 from rocketq.client.route import MASTER_ID, TopicPublishInfo
 from rocketq.client.send_result import SendResult, SendStatus
 from rocketq.common.codec import encode_batch_body
+from rocketq.common.compression import CompressionType, compress
 from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import (
     COMPRESSED_FLAG,
@@ -92,7 +93,6 @@ _T = TypeVar("_T")
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 TOPIC_MAX_LENGTH = 127
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-COMPRESSION_ZLIB_FLAG = 0x300
 _TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _NOT_ALLOWED_SEND_TOPICS = frozenset({
     "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
@@ -203,6 +203,7 @@ class Producer:
         retry_another_broker_when_not_store_ok: bool = False,
         compress_over: int = 4096,
         compress_level: int = 5,
+        compress_type: str | CompressionType = CompressionType.ZLIB,
         max_message_size: int = MAX_MESSAGE_SIZE,
         create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
         default_topic_queue_nums: int = 4,
@@ -218,6 +219,9 @@ class Producer:
         self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
         self.compress_over = compress_over
         self.compress_level = compress_level
+        kind = CompressionType.of(compress_type) if isinstance(compress_type, str) else CompressionType(compress_type)
+        compress(b"x", kind)  # a codec that is not installed is an error here, not at the first big body
+        self.compress_type = kind
         self.max_message_size = max_message_size
         self.create_topic_key = create_topic_key
         self.default_topic_queue_nums = default_topic_queue_nums
@@ -606,8 +610,8 @@ class Producer:
         body = msg.body
         sys_flag = 0
         if batch_items is None and len(body) >= self.compress_over:
-            body = zlib.compress(body, self.compress_level)
-            sys_flag |= COMPRESSED_FLAG | COMPRESSION_ZLIB_FLAG
+            body = compress(body, self.compress_type, self.compress_level)
+            sys_flag |= COMPRESSED_FLAG | self.compress_type.flag
         if props.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
             sys_flag |= TRANSACTION_PREPARED_TYPE
         header: dict[str, object] = {

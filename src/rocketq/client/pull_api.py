@@ -3,8 +3,9 @@
 
 ``pull_kernel`` sends PULL_MESSAGE to the broker the previous answer suggested (``suggestWhichBrokerId``,
 the master at first); ``process_pull_result`` turns a FOUND body into messages: the records back to back,
-zlib bodies inflated (sysFlag bit 0), messages whose tag is not subscribed dropped (brokers filter on
-the tag hash only), ``MIN_OFFSET``/``MAX_OFFSET`` added to the properties as the Java client adds them.
+compressed bodies inflated (sysFlag bit 0: zlib, LZ4 or Zstandard), messages whose tag is not subscribed dropped
+(brokers filter on the tag hash only), ``MIN_OFFSET``/``MAX_OFFSET`` added to the properties as the Java client
+adds them.
 
 PullSysFlag bits: 0x1 commit the offset in ``commitOffset``; 0x2 the broker may hold the request (long
 polling) up to ``suspendTimeoutMillis``; 0x4 the subscription travels in the request (otherwise the
@@ -14,7 +15,6 @@ broker uses the one from the group's heartbeat); 0x8 class filter (obsolete); 0x
 from __future__ import annotations
 
 import logging
-import zlib
 from typing import TYPE_CHECKING
 
 from rocketq.client.errors import BrokerUnreachableError
@@ -23,12 +23,12 @@ from rocketq.client.message_queue import MessageQueue
 from rocketq.client.mq_client_api import decode_records
 from rocketq.client.pull_result import PullResult, PullStatus
 from rocketq.client.route import MASTER_ID
+from rocketq.common.compression import CompressionError, decompress
 from rocketq.common.message import (
     COMPRESSED_FLAG,
     PROPERTY_MAX_OFFSET,
     PROPERTY_MIN_OFFSET,
     MessageExt,
-    compression_type,
 )
 
 if TYPE_CHECKING:
@@ -62,16 +62,13 @@ def build_sys_flag(commit_offset: bool, suspend: bool, subscription: bool, class
 
 
 def decompress_body(msg: MessageExt) -> None:
-    """Inflate a zlib-compressed body in place (sysFlag keeps its bit, as Java's decoder leaves it)."""
+    """Inflate a compressed body in place (zlib, LZ4 or Zstandard: :mod:`rocketq.common.compression`; sysFlag
+    keeps its bits, as Java's decoder leaves them). One that does not inflate is logged and handed over as it came."""
     if msg.sys_flag & COMPRESSED_FLAG and msg.body:
-        kind = compression_type(msg.sys_flag)
-        if kind not in (0, 3):
-            log.warning("message %s is compressed with type %d, which this client cannot inflate", msg.msg_id, kind)
-            return
         try:
-            msg.body = zlib.decompress(msg.body)
-        except zlib.error as exc:
-            log.warning("message %s: body does not inflate: %s", msg.msg_id, exc)
+            msg.body = decompress(msg.body, msg.sys_flag)
+        except CompressionError as exc:
+            log.warning("message %s: %s", msg.msg_id, exc)
 
 
 class PullAPIWrapper:

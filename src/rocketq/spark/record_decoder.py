@@ -20,7 +20,7 @@ no Python code runs per record (the record positions come from
    ``MessageDecoder.string2messageProperties``'s rules (empty names or values
    dropped, a later duplicate wins: rows with duplicates, or with bytes that
    are not UTF-8, are decoded by :func:`rocketq.common.message.string_to_properties`);
-5. a compressed body (sysFlag bit 0, zlib) is inflated.
+5. a compressed body (sysFlag bit 0: zlib, LZ4 or Zstandard) is inflated.
 
 :data:`ARROW_SCHEMA` is the Arrow form of the data source's Spark schema
 (``to_arrow_schema(..., timezone="UTC")``); a test keeps the two equal.
@@ -41,18 +41,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketq.common.codec import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, RecordInfo
+from rocketq.common.compression import CompressionError, decompress
 from rocketq.common.javacompat import decode_utf8_java, java_hashes_after, java_hashes_of_ranges, java_string_hash
 from rocketq.common.message import (
     BORNHOST_V6_FLAG,
     COMPRESSED_FLAG,
-    COMPRESSION_ZLIB,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_MASK,
     TRANSACTION_ROLLBACK_TYPE,
-    compression_type,
     string_to_properties,
 )
 from rocketq.common.message_id import bytes_to_host
@@ -549,18 +548,18 @@ class RecordBlock:
         return self._props
 
     def bodies(self) -> tuple[pa.Array, np.ndarray]:
-        """Bodies with zlib-compressed ones inflated; and the rows whose body does not inflate."""
+        """Bodies with compressed ones inflated (:func:`rocketq.common.compression.decompress`); and the rows whose
+        body does not inflate (corrupt, or its codec not installed)."""
         (raw,) = _cut(self.file.arrow, self.bounds[:, 0:2], (0,))
         failed = np.zeros(self.n, dtype=bool)
         compressed = (self.sys_flag & COMPRESSED_FLAG) != 0
         if compressed.any():
-            rows = [r for r in np.flatnonzero(compressed).tolist()
-                    if compression_type(int(self.sys_flag[r])) in (0, COMPRESSION_ZLIB)]  # fmt: skip
+            rows = np.flatnonzero(compressed).tolist()
             inflated = []
             for r in rows:
                 try:
-                    inflated.append(zlib.decompress(raw[r].as_py()))
-                except zlib.error:
+                    inflated.append(decompress(raw[r].as_py(), int(self.sys_flag[r])))
+                except CompressionError:
                     failed[r] = True
                     inflated.append(b"")
             if rows:

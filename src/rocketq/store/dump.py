@@ -34,16 +34,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rocketq.common.compression import CodecMissingError, CompressionError, decompress
 from rocketq.common.errors import RocketqError
 from rocketq.common.javacompat import encode_utf8_java
 from rocketq.common.message import (
     COMPRESSED_FLAG,
     COMPRESSION_TYPE_MASK,
-    COMPRESSION_ZLIB,
     KEY_SEPARATOR,
     NAME_VALUE_SEPARATOR,
     PROPERTY_CLUSTER,
@@ -59,7 +58,6 @@ from rocketq.common.message import (
     HostPort,
     Message,
     MessageExt,
-    compression_type,
     properties_to_string,
 )
 from rocketq.common.message_json import host_to_string, message_to_dict  # noqa: F401  (re-exported)
@@ -273,13 +271,15 @@ def dict_to_message(d: Any) -> ImportedMessage:
         props.setdefault(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq)
     sys_flag = _int_field(d, "sysFlag", 0)
     notes: list[str] = []
-    if sys_flag & COMPRESSED_FLAG and compression_type(sys_flag) in (0, COMPRESSION_ZLIB):
+    if sys_flag & COMPRESSED_FLAG:
         try:
-            zlib.decompress(body)
-        except zlib.error:
+            decompress(body, sys_flag)
+        except CodecMissingError:
+            pass  # cannot be checked here: stored as given
+        except CompressionError as exc:
             # A body already inflated (a pull client's view): store it as plain bytes.
             sys_flag &= ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)
-            notes.append("sysFlag says compressed but the body is not zlib data: stored uncompressed")
+            notes.append(f"sysFlag says compressed but {exc}: stored uncompressed")
     born_host = parse_host(d["bornHost"], "bornHost") if d.get("bornHost") not in (None, "") else None
     born_ts = d.get("bornTimestamp")
     result = ImportedMessage(
