@@ -283,7 +283,7 @@ def test_errors_are_one_line(servers: ServersInThread, capsys: pytest.CaptureFix
 def test_help_of_every_verb(capsys: pytest.CaptureFixture[str]) -> None:
     from rocketq.cli.admin_cmd import _VERBS
 
-    assert len(_VERBS) == 21  # the 15 of the issue, consumerStatus and the 5 of the plain ACL
+    assert len(_VERBS) == 27  # the 15 of the issue, consumerStatus, 6 more of mqadmin, the 5 of the plain ACL
     for name in _VERBS:
         code, out, _ = admin(capsys, name, "--help")
         assert code == 0 and "example:\n  rocketq admin -n 127.0.0.1:9876 " + name in out, name
@@ -294,3 +294,65 @@ def test_namesrv_addr_from_environment(servers: ServersInThread, capsys: pytest.
     monkeypatch.setenv("NAMESRV_ADDR", f"127.0.0.1:1;{servers.ns}")  # the first one is down: the second answers
     code, out, err = admin(capsys, "topicList")
     assert code == 0 and "TBW102" in out.splitlines(), err
+
+
+def test_group_offset_and_config_verbs(servers: ServersInThread, capsys: pytest.CaptureFixture[str]) -> None:
+    ns, broker = servers.ns, servers.broker_addr
+    assert servers.broker is not None
+    code, out, err = admin(capsys, "-n", ns, "sendMessage", "-t", "ResetT", "-p", "x", "--count", "6")
+    assert code == 0, err
+    time.sleep(0.3)  # a search by time takes the unit nearest in time: t_mid is nearer the second batch
+    t_mid = int(time.time() * 1000)
+    admin(capsys, "-n", ns, "sendMessage", "-t", "ResetT", "-p", "y", "--count", "6")
+    code, out, err = admin(capsys, "-n", ns, "updateSubGroup", "-b", broker, "-g", "ResetG")
+    assert code == 0, err
+    code, _, err = admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "now")
+    assert code == 1 and "THe consumer group <ResetG> not exist" in err  # no offsets yet: refused, as by 4.9.4
+
+    async def commit_zero() -> None:
+        assert servers.client is not None
+        for q in range(8):
+            await servers.client.invoke(create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                "consumerGroup": "ResetG", "topic": "ResetT", "queueId": q, "commitOffset": 0}))  # fmt: skip
+
+    servers.call(commit_zero())
+    # No consumer online: the offsets are committed by the tool itself (ResetOffsetByTimeOldCommand).
+    offsets = admin_json(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", str(t_mid))
+    stored = {q: servers.broker.store.get_max_offset_in_queue("ResetT", q) for q in range(8)}
+    assert sum(o["offset"] for o in offsets["offsets"]) == sum(stored.values()) // 2  # the first half is skipped
+    com = servers.broker.consumer_offset_manager
+    assert [com.query_offset("ResetG", "ResetT", o["queueId"]) for o in offsets["offsets"]] == [
+        o["offset"] for o in offsets["offsets"]]  # fmt: skip
+    code, out, err = admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "-1")
+    assert code == 0 and "rollback consumer offset by specified consumerGroup[ResetG]" in out, err
+    assert sum(com.query_offset("ResetG", "ResetT", q) for q in range(8)) == sum(stored.values())  # the end
+    admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "now")
+    # now: the unit nearest in time, the last of each queue (as 4.9.4's search by time answers)
+    assert [com.query_offset("ResetG", "ResetT", q) for q in range(4)] == [stored[q] - 1 for q in range(4)]
+    code, out, err = admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "0",
+                           "-f", "false")  # fmt: skip
+    assert code == 0 and sum(com.query_offset("ResetG", "ResetT", q) for q in range(8)) == 0, err
+    code, _, err = admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "yesterday")
+    assert code == 1 and "not a timestamp" in err
+    when = admin_json(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s",
+                      "2020-01-02#03:04:05:678")["timestamp"]  # fmt: skip
+    assert when == int(time.mktime((2020, 1, 2, 3, 4, 5, 0, 0, -1)) * 1000) + 678
+
+    code, out, err = admin(capsys, "-n", ns, "deleteSubGroup", "-b", broker, "-g", "ResetG", "-r", "true")
+    assert code == 0 and f"delete subscription group [ResetG] from broker [{broker}] success." in out, err
+    groups = servers.broker.subscription_group_manager.table.subscription_group_table
+    assert "ResetG" not in groups and com.query_offset("ResetG", "ResetT", 0) == -1
+
+    code, out, err = admin(capsys, "-n", ns, "updateBrokerConfig", "-c", "DefaultCluster", "-k", "fileReservedTime",
+                           "-v", "33")  # fmt: skip
+    assert code == 0 and f"update broker config success, {broker}" in out, err
+    config = admin_json(capsys, "-n", ns, "getBrokerConfig", "-b", broker)[broker]
+    assert config["fileReservedTime"] == "33" and config["brokerName"] == "broker-a"
+    code, out, _ = admin(capsys, "-n", ns, "getBrokerConfig", "-c", "DefaultCluster")
+    assert f"============{broker}============" in out and any(
+        line.split() == ["fileReservedTime", "=", "33"] for line in out.splitlines())  # fmt: skip
+
+    code, out, _ = admin(capsys, "-n", ns, "topicClusterList", "-t", "ResetT")
+    assert out.split() == ["DefaultCluster"]
+    code, _, err = admin(capsys, "-n", ns, "producerConnection", "-g", "NoSuchGroup", "-t", "ResetT")
+    assert code == 1 and "is not online" in err

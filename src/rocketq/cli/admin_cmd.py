@@ -1,13 +1,14 @@
 """``rocketq admin -n ADDR <verb>``: RocketMQ's ``mqadmin`` (``tools/command/**``) with its verbs and option letters.
 
-Verbs: clusterList, topicList, topicRoute, topicStatus, updateTopic, deleteTopic, brokerStatus,
-consumerProgress, consumerConnection, updateSubGroup, queryMsgById, queryMsgByKey, queryMsgByOffset,
-sendMessage, consumeMessage, and the plain ACL's updateAclConfig, deleteAclConfig, updateGlobalWhiteAddr,
-clusterAclConfigVersion, getAclConfig. Each prints a table laid out like mqadmin 4.9's (same columns and widths), or
-one JSON document with ``--json`` (before or after the verb). ``-n`` may be given before or after the verb
-and falls back to ``NAMESRV_ADDR``; several name servers are separated by ``;``. Boolean options take a
-value, as in mqadmin (``-o true``). ``--access-key``/``--secret-key`` sign every call for brokers with
-``aclEnable=true`` (mqadmin reads them from ``conf/tools.yml``).
+Verbs: clusterList, topicList, topicRoute, topicStatus, updateTopic, deleteTopic, brokerStatus, consumerProgress,
+consumerConnection, updateSubGroup, queryMsgById, queryMsgByKey, queryMsgByOffset, sendMessage, consumeMessage,
+consumerStatus, deleteSubGroup, resetOffsetByTime, getBrokerConfig, updateBrokerConfig, producerConnection,
+topicClusterList, and the plain ACL's updateAclConfig, deleteAclConfig, updateGlobalWhiteAddr,
+clusterAclConfigVersion, getAclConfig. Each prints a table laid out like mqadmin 4.9's (same columns and widths),
+or one JSON document with ``--json`` (before or after the verb). ``-n`` may be given before or after the verb and
+falls back to ``NAMESRV_ADDR``; several name servers are separated by ``;``. Boolean options take a value, as in
+mqadmin (``-o true``). ``--access-key``/``--secret-key`` sign every call for brokers with ``aclEnable=true``
+(mqadmin reads them from ``conf/tools.yml``).
 
 The calls themselves live in :mod:`rocketq.client.admin`; a failure (no name server at the address, an
 unknown topic, cluster, group or message, a broker that refuses) is one ``rocketq: error: ...`` line on
@@ -23,6 +24,7 @@ import datetime as _dt
 import json
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -38,7 +40,7 @@ from rocketq.client.admin import (
 from rocketq.common import json_compat
 from rocketq.common.message import MessageExt
 from rocketq.common.message_json import host_to_string, message_to_dict
-from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.codes import RequestCode, ResponseCode, version_desc
 from rocketq.remoting.command import create_request
 
 Verb = Callable[[MQAdmin, argparse.Namespace], Awaitable[Any]]
@@ -81,10 +83,16 @@ def _bool(text: str) -> bool:
 
 
 def _timestamp(text: str) -> int:
-    """Milliseconds since the epoch, or a local time ``YYYY-MM-DD[ T#]HH:MM:SS[.mmm]`` (mqadmin's ``#`` form)."""
+    """Milliseconds since the epoch, ``now``, or a local time ``YYYY-MM-DD[ T#]HH:MM:SS[.mmm]`` (mqadmin's
+    ``yyyy-MM-dd#HH:mm:ss:SSS`` too)."""
     t = text.strip()
     if t.lstrip("-").isdigit():
         return int(t)
+    if t.lower() == "now":
+        return int(time.time() * 1000)
+    if t.count(":") == 3:  # mqadmin's HH:mm:ss:SSS
+        head, _, millis = t.rpartition(":")
+        t = f"{head}.{millis}"
     try:
         when = _dt.datetime.fromisoformat(t.replace("#", "T"))
     except ValueError:
@@ -602,6 +610,143 @@ async def update_sub_group(admin: MQAdmin, args: argparse.Namespace) -> None:
         print(f"create subscription group to {addr} success.")
     print("SubscriptionGroupConfig [" + ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
                                                 for k, v in config.items()) + "]")  # fmt: skip
+
+
+def _broker_or_cluster(p: argparse.ArgumentParser, what: str) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help=f"{what} on this broker")
+    where.add_argument("-c", "--clusterName", dest="cluster", help=f"{what} on every master of this cluster")
+
+
+@options("deleteSubGroup")
+def _delete_sub_group_options(p: argparse.ArgumentParser) -> None:
+    _broker_or_cluster(p, "delete the group")
+    p.add_argument("-g", "--groupName", dest="group", required=True, help="consumer group name")
+    p.add_argument("-r", "--removeOffset", dest="remove_offset", type=_bool, default=False,
+                   help="delete the group's offsets too (false)")  # fmt: skip
+
+
+@verb("deleteSubGroup", "Delete a consumer (subscription) group's config from brokers.",
+      "rocketq admin -n 127.0.0.1:9876 deleteSubGroup -c DefaultCluster -g GroupA -r true")  # fmt: skip
+async def delete_sub_group(admin: MQAdmin, args: argparse.Namespace) -> None:
+    addrs = await admin.delete_subscription_group(args.group, broker_addr=args.broker_addr, cluster=args.cluster,
+                                                  remove_offset=args.remove_offset)  # fmt: skip
+    if args.json:
+        _emit_json({"groupName": args.group, "brokers": addrs})
+        return
+    where = f" in cluster [{args.cluster}]" if args.cluster else ""
+    for addr in addrs:
+        print(f"delete subscription group [{args.group}] from broker [{addr}]{where} success.")
+
+
+@options("resetOffsetByTime")
+def _reset_offset_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--group", dest="group", required=True, help="consumer group")
+    p.add_argument("-t", "--topic", required=True, help="topic")
+    p.add_argument("-s", "--timestamp", dest="timestamp", required=True,
+                   help="ms since the epoch, now, or yyyy-MM-dd#HH:mm:ss:SSS (local time); -1: the end")  # fmt: skip
+    p.add_argument("-f", "--force", dest="force", type=_bool, default=True,
+                   help="move offsets forward too, not only back (true)")  # fmt: skip
+
+
+@verb("resetOffsetByTime", "Move a consumer group's offsets of a topic to a point in time.",
+      "rocketq admin -n 127.0.0.1:9876 resetOffsetByTime -g GroupA -t TopicA -s 2026-11-27#08:00:00:000"
+      )  # fmt: skip
+async def reset_offset_by_time(admin: MQAdmin, args: argparse.Namespace) -> None:
+    try:
+        when = _timestamp(args.timestamp)
+    except argparse.ArgumentTypeError as e:
+        raise AdminError(str(e)) from None
+    rows = await admin.reset_offset_by_time(args.topic, args.group, when, args.force)
+    if args.json:
+        _emit_json({"group": args.group, "topic": args.topic, "timestamp": when, "force": args.force,
+                    "offsets": [{"brokerName": b, "queueId": q, "offset": o} for b, q, o in rows]})  # fmt: skip
+        return
+    print(f"rollback consumer offset by specified consumerGroup[{args.group}], topic[{args.topic}], "
+          f"force[{str(args.force).lower()}], timestamp(string)[{args.timestamp}], "
+          f"timestamp(long)[{when}]")  # fmt: skip
+    print(f"{'#brokerName':<40}  {'#queueId':<40}  {'#offset':<40}")
+    for broker, queue, offset in rows:
+        print(f"{broker:<40}  {queue:<40}  {offset:<40}")
+
+
+@options("getBrokerConfig")
+def _get_broker_config_options(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="this broker")
+    where.add_argument("-c", "--clusterName", dest="cluster", help="every broker of this cluster")
+
+
+@verb("getBrokerConfig", "Show a broker's settings.",
+      "rocketq admin -n 127.0.0.1:9876 getBrokerConfig -b 127.0.0.1:10911")  # fmt: skip
+async def get_broker_config(admin: MQAdmin, args: argparse.Namespace) -> None:
+    addrs = await admin.broker_addrs(args.cluster, args.broker_addr)
+    configs = {addr: await admin.broker_config(addr) for addr in addrs}
+    if args.json:
+        _emit_json(configs)
+        return
+    for addr, config in configs.items():
+        print(f"============{addr}============")
+        for key in sorted(config):
+            print(f"{key:<50}=  {config[key]}")
+
+
+@options("updateBrokerConfig")
+def _update_broker_config_options(p: argparse.ArgumentParser) -> None:
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="this broker")
+    where.add_argument("-c", "--clusterName", dest="cluster", help="every broker of this cluster")
+    p.add_argument("-k", "--key", required=True, help="setting name (broker.conf's)")
+    p.add_argument("-v", "--value", required=True, help="its new value")
+
+
+@verb("updateBrokerConfig", "Change one setting of running brokers (kept in their broker.conf where they have one).",
+      "rocketq admin -n 127.0.0.1:9876 updateBrokerConfig -c DefaultCluster -k fileReservedTime -v 24")  # fmt: skip
+async def update_broker_config(admin: MQAdmin, args: argparse.Namespace) -> None:
+    addrs = await admin.update_broker_config(args.key, args.value, broker_addr=args.broker_addr, cluster=args.cluster)
+    if args.json:
+        _emit_json({"brokers": addrs, args.key: args.value})
+        return
+    for addr in addrs:
+        print(f"update broker config success, {addr}")
+
+
+@options("producerConnection")
+def _producer_connection_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--producerGroup", dest="group", required=True, help="producer group")
+    p.add_argument("-t", "--topic", required=True, help="a topic the group sends to")
+
+
+@verb("producerConnection", "Show a producer group's clients.",
+      "rocketq admin -n 127.0.0.1:9876 producerConnection -g ProducerGroupA -t TopicA")  # fmt: skip
+async def producer_connection(admin: MQAdmin, args: argparse.Namespace) -> None:
+    connections = await admin.producer_connection(args.group, args.topic)
+    if args.json:
+        _emit_json({"connectionSet": connections})
+        return
+    for i, c in enumerate(connections, 1):
+        version = c.get("version")
+        shown = version_desc(int(version)) if isinstance(version, int) else str(version)
+        print(f"{i:04d}  {c.get('clientId', ''):<32} {c.get('clientAddr', ''):<22} {c.get('language', ''):<8} {shown}")
+
+
+@options("topicClusterList")
+def _topic_cluster_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, help="topic")
+
+
+@verb("topicClusterList", "List the clusters a topic is on.",
+      "rocketq admin -n 127.0.0.1:9876 topicClusterList -t TopicA")  # fmt: skip
+async def topic_cluster_list(admin: MQAdmin, args: argparse.Namespace) -> None:
+    route = await admin.topic_route(args.topic)
+    names = {b.broker_name for b in route.broker_datas}
+    info = await admin.cluster_info()
+    clusters = sorted(c for c, brokers in info.cluster_addr_table.items() if names & set(brokers))
+    if args.json:
+        _emit_json({"topic": args.topic, "clusters": clusters})
+        return
+    for cluster in clusters:
+        print(cluster)
 
 
 def _acl_where(p: argparse.ArgumentParser, what: str) -> None:

@@ -53,6 +53,7 @@ from rocketq.remoting.codes import RequestCode, ResponseCode, request_code_name,
 from rocketq.remoting.command import RemotingCommand, create_request
 from rocketq.remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 from rocketq.remoting.transport import RemotingClient, parse_address
+from rocketq.store.store_config import parse_properties
 
 __all__ = [
     "AUTO_CREATE_TOPIC_KEY_TOPIC",
@@ -501,6 +502,85 @@ class MQAdmin:
         for addr in addrs:
             r = await self.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body))
             self.check(r, f"update subscription group on {addr}")
+        return addrs
+
+    async def delete_subscription_group(self, group: str, *, broker_addr: str | None = None,
+                                        cluster: str | None = None,
+                                        remove_offset: bool = False) -> list[str]:  # fmt: skip
+        """``deleteSubGroup``: the group's config (and with *remove_offset* its offsets) off one broker or every
+        master of a cluster."""
+        addrs = await self._master_addrs(cluster, broker_addr)
+        fields = {"groupName": group, "removeOffset": remove_offset}
+        for addr in addrs:
+            r = await self.invoke(addr, create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields))
+            self.check(r, f"delete subscription group {group!r} on {addr}")
+        return addrs
+
+    async def reset_offset_by_time(self, topic: str, group: str, timestamp: int,
+                                   force: bool = True) -> list[tuple[str, int, int]]:  # fmt: skip
+        """``resetOffsetByTimestamp``: the group's offsets of *topic* moved to *timestamp* (ms; -1: the end) on
+        every master of the topic, as (broker name, queue id, offset). Brokers tell the group's online
+        consumers; with none online the offsets are committed here instead (``ResetOffsetByTimeOldCommand``),
+        and only moved back unless *force*."""
+        route = await self.topic_route(topic)
+        rows: list[tuple[str, int, int]] = []
+        fields = {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force}
+        for broker_name, addr in route.master_addrs():
+            r = await self.invoke(addr, create_request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields))
+            if r.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                rows.extend(await self._reset_offline(route, broker_name, addr, topic, group, timestamp, force))
+                continue
+            body = as_mapping(json_compat.loads(self.check(r, f"reset offset of {group!r} on {addr}").body or b"{}"))
+            for key, offset in as_mapping(body.get("offsetTable")).items():
+                _t, bname, qid = _mq_key(key)
+                rows.append((bname or broker_name, qid, as_int(offset)))
+        return sorted(rows)
+
+    async def _reset_offline(self, route: TopicRouteData, broker_name: str, addr: str, topic: str, group: str,
+                             timestamp: int, force: bool) -> list[tuple[str, int, int]]:  # fmt: skip
+        rows: list[tuple[str, int, int]] = []
+        for q in route.queue_datas:
+            if q.broker_name != broker_name:
+                continue
+            for qid in range(q.write_queue_nums):
+                fields = {"consumerGroup": group, "topic": topic, "queueId": qid}
+                r = await self.invoke(addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, fields))
+                current = as_int(r.header.get_str("offset", "-1")) if r.code == ResponseCode.SUCCESS else -1
+                target = (await self.max_offset(addr, topic, qid) if timestamp == -1
+                          else await self.search_offset(addr, topic, qid, timestamp))  # fmt: skip
+                if not force and current >= 0 and target >= current:
+                    target = current
+                r = await self.invoke(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                                                           {**fields, "commitOffset": target}))  # fmt: skip
+                self.check(r, f"commit offset of {group!r} on {addr}")
+                rows.append((broker_name, qid, target))
+        return rows
+
+    async def producer_connection(self, group: str, topic: str) -> list[dict[str, Any]]:
+        """``examineProducerConnectionInfo``: the producers of *group*, asked of the first master of *topic*'s
+        route that knows the group."""
+        route = await self.topic_route(topic)
+        for _name, addr in route.master_addrs():
+            r = await self.invoke(addr, create_request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                                       {"producerGroup": group}))  # fmt: skip
+            if r.code == ResponseCode.SUCCESS:
+                body = as_mapping(json_compat.loads(r.body or b"{}"))
+                return [dict(as_mapping(c)) for c in body.get("connectionSet") or ()]
+        raise NotFoundError(f"producer group {group!r} is not online on the brokers of topic {topic!r}")
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: a broker's settings, as its properties text says them."""
+        r = self.check(await self.invoke(addr, create_request(RequestCode.GET_BROKER_CONFIG)), f"config of {addr}")
+        return parse_properties((r.body or b"").decode("utf-8", "replace"))
+
+    async def update_broker_config(self, key: str, value: str, *, broker_addr: str | None = None,
+                                   cluster: str | None = None) -> list[str]:  # fmt: skip
+        """``updateBrokerConfig``: one setting on one broker or every broker of a cluster."""
+        addrs = await self.broker_addrs(cluster, broker_addr)
+        body = f"{key}={value}\n".encode()
+        for addr in addrs:
+            r = await self.invoke(addr, create_request(RequestCode.UPDATE_BROKER_CONFIG, None, body))
+            self.check(r, f"update {key} on {addr}")
         return addrs
 
     # --- plain ACL (4.x codes 50-54) ---------------------------------------------------------------------
