@@ -254,6 +254,34 @@ async def scenario_tag_filtered_push(cluster: Cluster) -> None:
     assert {t for t, _ in received} == {"TagA", "TagB"}
 
 
+async def scenario_reset_offset_of_an_online_group(cluster: Cluster) -> None:
+    """``rocketq admin resetOffsetByTime`` while a push consumer of the group is online: the broker tells the
+    consumer (RESET_CONSUMER_CLIENT_OFFSET), which drops what it holds and consumes again from the new offsets."""
+    from rocketq.cli.main import main as rocketq_main
+
+    topic, group = unique("Reset"), unique("ResetGroup")
+    received: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt], context: Any) -> ConsumeConcurrentlyStatus:
+        received.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async with Producer(unique("PG"), config=client_config(cluster)) as producer:
+        await make_topic(producer, topic, 2)
+        for i in range(10):
+            await producer.send(new_message(topic, f"r{i}"))
+    consumer = PushConsumer(group, config=client_config(cluster), listener=listener,
+                            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)  # fmt: skip
+    consumer.subscribe(topic, "*")
+    async with consumer:
+        await wait_until(lambda: len(received) >= 10, 30, "the 10 messages")
+        await asyncio.sleep(1.5)  # an offset commit, so that the broker knows the group's offsets
+        argv = ["admin", "-n", cluster.namesrv_addr, "resetOffsetByTime", "-g", group, "-t", topic, "-s", "0"]
+        assert await asyncio.to_thread(rocketq_main, argv) == 0
+        await wait_until(lambda: len(received) >= 20, 30, "the 10 messages again after the reset")
+    assert sorted(received) == sorted([f"r{i}".encode() for i in range(10)] * 2)
+
+
 async def scenario_sql92_filtered_consumers(cluster: Cluster) -> None:
     """A push consumer and a pull consumer that select by SQL92 over user properties and tags; the broker
     must run with enablePropertyFilter=true."""
@@ -832,6 +860,10 @@ def test_retry_then_dead_letter_queue(cluster: Cluster) -> None:
 
 def test_consume_from_timestamp(cluster: Cluster) -> None:
     run(scenario_consume_from_timestamp(cluster))
+
+
+def test_reset_offset_of_an_online_group(cluster: Cluster) -> None:
+    run(scenario_reset_offset_of_an_online_group(cluster))
 
 
 def test_lite_pull_consumer(cluster: Cluster) -> None:

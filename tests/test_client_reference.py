@@ -109,6 +109,10 @@ def test_consume_from_timestamp(cluster: e2e.Cluster) -> None:
     e2e.run(e2e.scenario_consume_from_timestamp(cluster, exact=False))
 
 
+def test_reset_offset_of_an_online_group(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_reset_offset_of_an_online_group(cluster))
+
+
 def test_lite_pull_consumer(cluster: e2e.Cluster) -> None:
     e2e.run(e2e.scenario_lite_pull(cluster))
 
