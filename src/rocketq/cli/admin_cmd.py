@@ -158,6 +158,13 @@ def _messages_json(msgs: list[MessageExt]) -> dict[str, Any]:
     return {"messages": [message_to_dict(m) for m in msgs]}
 
 
+def _broker_or_cluster(p: argparse.ArgumentParser, what: str, *, every: str = "every master") -> None:
+    """mqadmin's -b/-c pair: one broker, or *every* broker of a cluster; one of them required."""
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help=f"{what} on this broker")
+    where.add_argument("-c", "--clusterName", dest="cluster", help=f"{what} on {every} of this cluster")
+
+
 # --------------------------------------------------------------------------------------------------
 # Verbs
 # --------------------------------------------------------------------------------------------------
@@ -331,9 +338,7 @@ async def topic_status(admin: MQAdmin, args: argparse.Namespace) -> None:
 
 @options("updateTopic")
 def _update_topic_options(p: argparse.ArgumentParser) -> None:
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="create the topic on this broker")
-    where.add_argument("-c", "--clusterName", dest="cluster", help="create the topic on every master of this cluster")
+    _broker_or_cluster(p, "create the topic")
     p.add_argument("-t", "--topic", required=True, help="topic name")
     p.add_argument("-r", "--readQueueNums", dest="read_queue_nums", type=positive, default=8, help="read queues (8)")
     p.add_argument("-w", "--writeQueueNums", dest="write_queue_nums", type=positive, default=8, help="write queues (8)")
@@ -394,9 +399,7 @@ async def delete_topic(admin: MQAdmin, args: argparse.Namespace) -> None:
 
 @options("brokerStatus")
 def _broker_status_options(p: argparse.ArgumentParser) -> None:
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="broker address")
-    where.add_argument("-c", "--clusterName", dest="cluster", help="every broker of this cluster")
+    _broker_or_cluster(p, "runtime figures", every="every broker")
 
 
 @verb("brokerStatus", "Show a broker's runtime figures (GET_BROKER_RUNTIME_INFO).",
@@ -570,9 +573,7 @@ def _print_running_info(info: dict[str, Any]) -> None:
 
 @options("updateSubGroup")
 def _update_sub_group_options(p: argparse.ArgumentParser) -> None:
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="create the group on this broker")
-    where.add_argument("-c", "--clusterName", dest="cluster", help="create the group on every master of this cluster")
+    _broker_or_cluster(p, "create the group")
     p.add_argument("-g", "--groupName", dest="group", required=True, help="consumer group name")
     p.add_argument("-s", "--consumeEnable", dest="consume_enable", type=_bool, default=True, help="(true)")
     p.add_argument("-m", "--consumeFromMinEnable", dest="consume_from_min_enable", type=_bool, default=False,
@@ -610,12 +611,6 @@ async def update_sub_group(admin: MQAdmin, args: argparse.Namespace) -> None:
         print(f"create subscription group to {addr} success.")
     print("SubscriptionGroupConfig [" + ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}"
                                                 for k, v in config.items()) + "]")  # fmt: skip
-
-
-def _broker_or_cluster(p: argparse.ArgumentParser, what: str) -> None:
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help=f"{what} on this broker")
-    where.add_argument("-c", "--clusterName", dest="cluster", help=f"{what} on every master of this cluster")
 
 
 @options("deleteSubGroup")
@@ -672,9 +667,7 @@ async def reset_offset_by_time(admin: MQAdmin, args: argparse.Namespace) -> None
 
 @options("getBrokerConfig")
 def _get_broker_config_options(p: argparse.ArgumentParser) -> None:
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="this broker")
-    where.add_argument("-c", "--clusterName", dest="cluster", help="every broker of this cluster")
+    _broker_or_cluster(p, "the settings", every="every broker")
 
 
 @verb("getBrokerConfig", "Show a broker's settings.",
@@ -693,9 +686,7 @@ async def get_broker_config(admin: MQAdmin, args: argparse.Namespace) -> None:
 
 @options("updateBrokerConfig")
 def _update_broker_config_options(p: argparse.ArgumentParser) -> None:
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help="this broker")
-    where.add_argument("-c", "--clusterName", dest="cluster", help="every broker of this cluster")
+    _broker_or_cluster(p, "change the setting", every="every broker")
     p.add_argument("-k", "--key", required=True, help="setting name (broker.conf's)")
     p.add_argument("-v", "--value", required=True, help="its new value")
 
@@ -749,15 +740,9 @@ async def topic_cluster_list(admin: MQAdmin, args: argparse.Namespace) -> None:
         print(cluster)
 
 
-def _acl_where(p: argparse.ArgumentParser, what: str) -> None:
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("-b", "--brokerAddr", dest="broker_addr", help=f"{what} on this broker")
-    where.add_argument("-c", "--clusterName", dest="cluster", help=f"{what} on every master of this cluster")
-
-
 @options("updateAclConfig")
 def _update_acl_options(p: argparse.ArgumentParser) -> None:
-    _acl_where(p, "update the account")
+    _broker_or_cluster(p, "update the account")
     p.add_argument("-a", "--accessKey", dest="acl_access_key", required=True, help="the account's access key")
     p.add_argument("-s", "--secretKey", dest="acl_secret_key", required=True, help="its secret key")
     p.add_argument("-w", "--whiteRemoteAddress", dest="white", help="a host (pattern) that needs no signature")
@@ -788,7 +773,7 @@ async def update_acl_config(admin: MQAdmin, args: argparse.Namespace) -> None:
 
 @options("deleteAclConfig")
 def _delete_acl_options(p: argparse.ArgumentParser) -> None:
-    _acl_where(p, "delete the account")
+    _broker_or_cluster(p, "delete the account")
     p.add_argument("-a", "--accessKey", dest="acl_access_key", required=True, help="the account's access key")
 
 
@@ -806,7 +791,7 @@ async def delete_acl_config(admin: MQAdmin, args: argparse.Namespace) -> None:
 
 @options("updateGlobalWhiteAddr")
 def _white_options(p: argparse.ArgumentParser) -> None:
-    _acl_where(p, "update the white list")
+    _broker_or_cluster(p, "update the white list")
     p.add_argument("-g", "--globalWhiteRemoteAddresses", dest="white", required=True,
                    help="hosts that need no credentials, e.g. 10.10.103.*,192.168.0.*")  # fmt: skip
     p.add_argument("-p", "--aclFileFullPath", dest="acl_file", help="the ACL file (default: conf/plain_acl.yml)")
@@ -826,7 +811,7 @@ async def update_global_white_addr(admin: MQAdmin, args: argparse.Namespace) -> 
 
 @options("clusterAclConfigVersion")
 def _acl_version_options(p: argparse.ArgumentParser) -> None:
-    _acl_where(p, "read the ACL versions")
+    _broker_or_cluster(p, "read the ACL versions")
 
 
 @verb("clusterAclConfigVersion", "Show the version of every ACL file of the brokers.",
@@ -846,7 +831,7 @@ async def cluster_acl_config_version(admin: MQAdmin, args: argparse.Namespace) -
 
 @options("getAclConfig")
 def _get_acl_options(p: argparse.ArgumentParser) -> None:
-    _acl_where(p, "read the ACL config")
+    _broker_or_cluster(p, "read the ACL config")
 
 
 @verb("getAclConfig", "Show the brokers' ACL white lists and accounts.",

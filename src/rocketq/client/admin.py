@@ -351,6 +351,15 @@ class MQAdmin:
             return (await self.cluster_info()).master_addrs(cluster)
         raise AdminError("give a broker address (-b) or a cluster name (-c)")
 
+    async def _on_each(self, addrs: list[str], code: int, fields: Mapping[str, object] | None, what: str,
+                       body: bytes | None = None) -> list[str]:  # fmt: skip
+        """One request to each of *addrs* in turn; the first refusal is an :class:`AdminError` naming *what* and
+        the broker. Returns *addrs*."""
+        for addr in addrs:
+            r = await self.invoke(addr, create_request(code, fields, body))
+            self.check(r, f"{what} on {addr}")
+        return addrs
+
     # --- topics -------------------------------------------------------------------------------------
     async def create_topic(self, *, topic: str, broker_addr: str | None = None, cluster: str | None = None,
                            read_queue_nums: int = 8, write_queue_nums: int = 8, perm: int = 6, order: bool = False,
@@ -360,9 +369,7 @@ class MQAdmin:
         fields = {"topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC, "readQueueNums": read_queue_nums,
                   "writeQueueNums": write_queue_nums, "perm": perm, "topicFilterType": "SINGLE_TAG",
                   "topicSysFlag": topic_sys_flag, "order": order}  # fmt: skip
-        for addr in addrs:
-            r = await self.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields))
-            self.check(r, f"create topic {topic!r} on {addr}")
+        await self._on_each(addrs, RequestCode.UPDATE_AND_CREATE_TOPIC, fields, f"create topic {topic!r}")
         return addrs
 
     async def put_order_conf(self, topic: str, order_conf: str) -> None:
@@ -375,9 +382,8 @@ class MQAdmin:
     async def delete_topic(self, topic: str, cluster: str) -> list[str]:
         """``deleteTopic``: from every master of the cluster, then from every name server."""
         addrs = (await self.cluster_info()).master_addrs(cluster)
-        for addr in addrs:
-            r = await self.invoke(addr, create_request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
-            self.check(r, f"delete topic {topic!r} on {addr}")
+        await self._on_each(addrs, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic},
+                            f"delete topic {topic!r}")  # fmt: skip
         for addr in self.namesrv_addrs:
             request = create_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic, "clusterName": cluster})
             self.check(await self.invoke(addr, request, "name server"), f"delete topic {topic!r} on name server {addr}")
@@ -499,9 +505,8 @@ class MQAdmin:
         """``updateSubGroup``: the ``SubscriptionGroupConfig`` body on one broker or every master of a cluster."""
         addrs = await self._master_addrs(cluster, broker_addr)
         body = json_compat.dumps_bytes(dict(config))
-        for addr in addrs:
-            r = await self.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body))
-            self.check(r, f"update subscription group on {addr}")
+        await self._on_each(addrs, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, "update subscription group",
+                            body)  # fmt: skip
         return addrs
 
     async def delete_subscription_group(self, group: str, *, broker_addr: str | None = None,
@@ -511,9 +516,8 @@ class MQAdmin:
         master of a cluster."""
         addrs = await self._master_addrs(cluster, broker_addr)
         fields = {"groupName": group, "removeOffset": remove_offset}
-        for addr in addrs:
-            r = await self.invoke(addr, create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields))
-            self.check(r, f"delete subscription group {group!r} on {addr}")
+        await self._on_each(addrs, RequestCode.DELETE_SUBSCRIPTIONGROUP, fields,
+                            f"delete subscription group {group!r}")  # fmt: skip
         return addrs
 
     async def reset_offset_by_time(self, topic: str, group: str, timestamp: int,
@@ -578,9 +582,7 @@ class MQAdmin:
         """``updateBrokerConfig``: one setting on one broker or every broker of a cluster."""
         addrs = await self.broker_addrs(cluster, broker_addr)
         body = f"{key}={value}\n".encode()
-        for addr in addrs:
-            r = await self.invoke(addr, create_request(RequestCode.UPDATE_BROKER_CONFIG, None, body))
-            self.check(r, f"update {key} on {addr}")
+        await self._on_each(addrs, RequestCode.UPDATE_BROKER_CONFIG, None, f"update {key}", body)
         return addrs
 
     # --- plain ACL (4.x codes 50-54) ---------------------------------------------------------------------
@@ -589,18 +591,16 @@ class MQAdmin:
         """``updateAclConfig``: an account (``CreateAccessConfigRequestHeader`` fields) on one broker or every
         master of a cluster."""
         addrs = await self._master_addrs(cluster, broker_addr)
-        for addr in addrs:
-            r = await self.invoke(addr, create_request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, dict(fields)))
-            self.check(r, f"update ACL account {fields.get('accessKey')!r} on {addr}")
+        await self._on_each(addrs, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, dict(fields),
+                            f"update ACL account {fields.get('accessKey')!r}")  # fmt: skip
         return addrs
 
     async def delete_acl_config(self, access_key: str, *, broker_addr: str | None = None,
                                 cluster: str | None = None) -> list[str]:  # fmt: skip
         """``deleteAclConfig``."""
         addrs = await self._master_addrs(cluster, broker_addr)
-        for addr in addrs:
-            r = await self.invoke(addr, create_request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key}))
-            self.check(r, f"delete ACL account {access_key!r} on {addr}")
+        await self._on_each(addrs, RequestCode.DELETE_ACL_CONFIG, {"accessKey": access_key},
+                            f"delete ACL account {access_key!r}")  # fmt: skip
         return addrs
 
     async def update_global_white_addrs(self, addrs_text: str, acl_file: str | None = None, *,
@@ -610,9 +610,7 @@ class MQAdmin:
         unless *acl_file* names another)."""
         addrs = await self._master_addrs(cluster, broker_addr)
         fields = {"globalWhiteAddrs": addrs_text, "aclFileFullPath": acl_file}
-        for addr in addrs:
-            r = await self.invoke(addr, create_request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, fields))
-            self.check(r, f"update the global white list on {addr}")
+        await self._on_each(addrs, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, fields, "update the global white list")
         return addrs
 
     async def acl_config_versions(self, *, broker_addr: str | None = None,
