@@ -691,7 +691,7 @@ def _update_broker_config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--value", required=True, help="its new value")
 
 
-@verb("updateBrokerConfig", "Change one setting of running brokers (kept in their broker.conf where they have one).",
+@verb("updateBrokerConfig", "Change one setting of running brokers (their broker.conf files are not rewritten).",
       "rocketq admin -n 127.0.0.1:9876 updateBrokerConfig -c DefaultCluster -k fileReservedTime -v 24")  # fmt: skip
 async def update_broker_config(admin: MQAdmin, args: argparse.Namespace) -> None:
     addrs = await admin.update_broker_config(args.key, args.value, broker_addr=args.broker_addr, cluster=args.cluster)
