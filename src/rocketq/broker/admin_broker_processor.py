@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from rocketq.broker.plain_acl import AclError, PlainAccessConfig, PlainPermissionManager, acl_config_body, version_json
+from rocketq.broker.plain_acl import AclError, PlainAccessConfig, PlainPermissionManager, acl_config_body
 from rocketq.broker.protocol import (
     Connection,
     ConsumeQueueData,
@@ -561,10 +561,9 @@ class AdminBrokerProcessor:
         if manager is None:
             return answer
         cfg = self.controller.broker_config
-        versions = {path: {"counter": v.counter, "timestamp": v.timestamp}
-                    for path, v in manager.data_versions().items()}  # fmt: skip
-        answer.ext_fields = {"version": version_json(manager.data_version()),
-                             "allAclFileVersion": json_compat.dumps(versions), "brokerName": cfg.broker_name,
+        answer.ext_fields = {"version": json_compat.dumps(manager.data_version()),
+                             "allAclFileVersion": json_compat.dumps(manager.data_versions()),
+                             "brokerName": cfg.broker_name,
                              "brokerAddr": self.controller.broker_addr,
                              "clusterName": cfg.broker_cluster_name}  # fmt: skip
         answer.remark = None

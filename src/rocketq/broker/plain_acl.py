@@ -59,7 +59,7 @@ from rocketq.common.errors import RocketqError
 from rocketq.common.heartbeat import HeartbeatData
 from rocketq.common.mixall import RETRY_GROUP_TOPIC_PREFIX
 from rocketq.remoting.codes import RequestCode
-from rocketq.remoting.command import RemotingCommand
+from rocketq.remoting.command import RemotingCommand, ext_value
 from rocketq.store.config_json import DataVersion
 
 __all__ = [
@@ -303,21 +303,13 @@ def remote_address_strategy(address: str | None) -> AddressMatch:
 # --- accounts -------------------------------------------------------------------------------------------------------
 
 
-def _text(value: Any) -> str | None:
-    """A YAML scalar as the Java bean's String field gets it (``12345678`` → ``"12345678"``)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def _texts(value: Any) -> list[str] | None:
+    """A YAML list (or one scalar) as the Java bean's List<String> gets it (``ext_value`` of each item)."""
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
-        return [t for t in map(_text, value) if t is not None]
-    return [_text(value) or ""]
+        return [t for t in map(ext_value, value) if t is not None]
+    return [ext_value(value) or ""]
 
 
 @dataclasses.dataclass
@@ -336,9 +328,10 @@ class PlainAccessConfig:
     @classmethod
     def from_yaml(cls, item: Mapping[str, Any]) -> PlainAccessConfig:
         admin = item.get("admin")
-        return cls(_text(item.get("accessKey")), _text(item.get("secretKey")), _text(item.get("whiteRemoteAddress")),
+        return cls(ext_value(item.get("accessKey")), ext_value(item.get("secretKey")),
+                   ext_value(item.get("whiteRemoteAddress")),
                    admin is True or (isinstance(admin, str) and admin.strip().lower() == "true"),
-                   _text(item.get("defaultTopicPerm")), _text(item.get("defaultGroupPerm")),
+                   ext_value(item.get("defaultTopicPerm")), ext_value(item.get("defaultGroupPerm")),
                    _texts(item.get("topicPerms")), _texts(item.get("groupPerms")))  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
@@ -389,7 +382,10 @@ class Account:
 
 @dataclasses.dataclass
 class AccessRequest:
-    """What a request asks for (``PlainAccessResource`` made by ``PlainAccessValidator.parse``)."""
+    """What a request asks for (``PlainAccessResource`` made by ``PlainAccessValidator.parse``).
+
+    The signed content is put together only when a signature is checked (:meth:`content`): a white-listed
+    host's requests never need it."""
 
     remote: str
     code: int
@@ -397,7 +393,13 @@ class AccessRequest:
     signature: str | None = None
     security_token: str | None = None
     perms: dict[str, int] | None = None
-    content: bytes = b""
+    fields: Mapping[str, str] | None = None
+    body: bytes | None = None
+
+    def content(self) -> bytes:
+        """``AclUtils.combineRequestContent`` of the fields received but the signature and
+        ``_UNIQUE_KEY_QUERY``, then the body."""
+        return request_content(self.fields or {}, self.body, skip=(SIGNATURE, UNIQUE_MSG_QUERY_FLAG))
 
     def need(self, resource: str | None, perm: int) -> None:
         if resource is None:
@@ -483,16 +485,14 @@ class PlainPermissionManager:
             white: list[AddressMatch] = []
             versions: dict[str, DataVersion] = {}
             files = self.acl_files()
-            stamps: dict[str, float] = {}
+            stamps = _modified_times(files)
             for path in files:
-                with contextlib.suppress(OSError):
-                    stamps[path] = os.stat(path).st_mtime
                 data = self._read(path)
                 if not data:
                     continue
                 try:
                     for entry in data.get("globalWhiteRemoteAddresses") or ():
-                        white.append(remote_address_strategy(_text(entry)))
+                        white.append(remote_address_strategy(ext_value(entry)))
                     built = [Account.build(PlainAccessConfig.from_yaml(_account_item(item)))
                              for item in data.get("accounts") or ()]  # fmt: skip
                 except AclError as e:
@@ -511,12 +511,7 @@ class PlainPermissionManager:
     def _watch(self, interval: float) -> None:
         while not self._stopped.wait(interval):
             try:
-                files = self.acl_files()
-                stamps = {}
-                for path in files:
-                    with contextlib.suppress(OSError):
-                        stamps[path] = os.stat(path).st_mtime
-                if stamps != self._stamps:
+                if _modified_times(self.acl_files()) != self._stamps:
                     self.load()
                     log.info("ACL files read again: %d accounts", len(self._state.accounts))
             except AclError as e:
@@ -556,7 +551,7 @@ class PlainPermissionManager:
             data = self._read(path)
             accounts = [a for a in data.get("accounts") or () if isinstance(a, dict)]
             for i, item in enumerate(accounts):
-                if _text(item.get("accessKey")) == config.access_key:
+                if ext_value(item.get("accessKey")) == config.access_key:
                     del accounts[i]
                     accounts.append(_account_map(item, config))
                     break
@@ -575,7 +570,7 @@ class PlainPermissionManager:
                 return False
             data = self._read(path)
             accounts = [a for a in data.get("accounts") or () if isinstance(a, dict)]
-            kept = [a for a in accounts if _text(a.get("accessKey")) != access_key]
+            kept = [a for a in accounts if ext_value(a.get("accessKey")) != access_key]
             if len(kept) == len(accounts):
                 return False
             data["accounts"] = kept
@@ -616,7 +611,7 @@ class PlainPermissionManager:
         seen: set[str] = set()
         for path in self._state.files:
             data = self._read(path)
-            white.extend(t for t in map(_text, data.get("globalWhiteRemoteAddresses") or ()) if t is not None)
+            white.extend(t for t in map(ext_value, data.get("globalWhiteRemoteAddresses") or ()) if t is not None)
             for item in data.get("accounts") or ():
                 if isinstance(item, dict):
                     config = PlainAccessConfig.from_yaml(item)
@@ -639,7 +634,7 @@ class PlainPermissionManager:
             raise AclError(f"No acl config for {request.access_key}")
         if account.white(request.remote):
             return
-        if calc_signature(request.content, account.secret_key) != request.signature:
+        if calc_signature(request.content(), account.secret_key) != request.signature:
             raise AclError(f"Check signature failed for accessKey={request.access_key}")
         if request.perms is not None and request.perms.get(RMQ_SYS_TRACE_TOPIC) == PUB:
             return
@@ -661,6 +656,15 @@ class PlainPermissionManager:
                 has = account.default_group_perm if is_group else account.default_topic_perm
             if not check_permission(perm, has):
                 raise AclError(f"No default permission for {_describe_resource(resource, is_group)}")
+
+
+def _modified_times(files: Iterable[str]) -> dict[str, float]:
+    """The modification time of each file that is there (what the watch compares)."""
+    out: dict[str, float] = {}
+    for path in files:
+        with contextlib.suppress(OSError):
+            out[path] = os.stat(path).st_mtime
+    return out
 
 
 def _account_item(item: Any) -> Mapping[str, Any]:
@@ -761,7 +765,7 @@ class PlainAccessValidator:
                 access.need(fields.get("topic"), SUB)
         except Exception as e:  # a body that does not decode: refused, as Java's parse wraps it
             raise AclError(str(e)) from e
-        access.content = request_content(fields, request.body, skip=(SIGNATURE, UNIQUE_MSG_QUERY_FLAG))
+        access.fields, access.body = fields, request.body
         return access
 
 
@@ -770,8 +774,4 @@ def acl_config_body(manager: PlainPermissionManager) -> bytes:
     white, configs = manager.all_config()
     return json_compat.dumps({"globalWhiteAddrs": white,
                               "plainAccessConfigs": [c.to_json() for c in configs]}).encode("utf-8")  # fmt: skip
-
-
-def version_json(version: DataVersion) -> str:
-    return json_compat.dumps({"counter": version.counter, "timestamp": version.timestamp})
 

@@ -8,7 +8,7 @@ signature is :mod:`rocketq.common.acl`'s. A broker without ACL ignores the three
 from __future__ import annotations
 
 from rocketq.common.acl import SessionCredentials, sign_fields
-from rocketq.remoting.command import RemotingCommand, ext_value
+from rocketq.remoting.command import RemotingCommand, ext_dict
 
 __all__ = ["AclClientRPCHook", "SessionCredentials"]
 
@@ -20,9 +20,5 @@ class AclClientRPCHook:
         self.credentials = credentials
 
     def before_request(self, remote_addr: str, request: RemotingCommand) -> None:
-        fields: dict[str, str] = {}
-        for name, value in (request.ext_fields or {}).items():
-            text = value if type(value) is str else ext_value(value)
-            if text is not None:
-                fields[name] = text
+        fields = ext_dict(request.ext_fields) or {}  # signed as they will go on the wire
         request.ext_fields = sign_fields(fields, request.body, self.credentials)

@@ -25,17 +25,11 @@ BORNHOST_V6_FLAG: Final = 0x10
 STOREHOSTADDRESS_V6_FLAG: Final = 0x20
 NEED_UNWRAP_FLAG: Final = 0x40
 INNER_BATCH_FLAG: Final = 0x80
-COMPRESSION_TYPE_MASK: Final = 0x700
-COMPRESSION_ZLIB: Final = 3
+COMPRESSION_TYPE_MASK: Final = 0x700  # the compression type: rocketq.common.compression
 
 
 def transaction_type(sys_flag: int) -> int:
     return sys_flag & TRANSACTION_MASK
-
-
-def compression_type(sys_flag: int) -> int:
-    """1 = LZ4, 2 = ZSTD, 3 = ZLIB; 0 (older producers) means ZLIB."""
-    return (sys_flag & COMPRESSION_TYPE_MASK) >> 8
 
 
 # --- MessageConst property names (§3.5.3) -----------------------------------

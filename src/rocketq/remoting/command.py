@@ -74,6 +74,7 @@ __all__ = [
     "encode_custom_header",
     "encode_json_header",
     "encode_rocketmq_header",
+    "ext_dict",
     "ext_value",
     "make_response_for",
     "next_opaque",
@@ -315,7 +316,9 @@ def encode_custom_header(header: object) -> dict[str, str]:
     return result
 
 
-def _ext_dict(fields: Mapping[str, object] | object | None) -> dict[str, str] | None:
+def ext_dict(fields: Mapping[str, object] | object | None) -> dict[str, str] | None:
+    """``extFields`` as they go on the wire: every value as its Java text (:func:`ext_value`), nulls left out; a
+    header object is read field by field. None stays None."""
     if fields is None:
         return None
     if type(fields) is dict or isinstance(fields, Mapping):  # a dict skips the costly ABC check
@@ -393,7 +396,7 @@ class RemotingCommand:
 
     def write_custom_header(self, fields: Mapping[str, object] | object) -> RemotingCommand:
         """Merge a custom header (a dataclass or a mapping) into ``ext_fields`` (``{}`` if it has no field)."""
-        encoded = _ext_dict(fields) or {}
+        encoded = ext_dict(fields) or {}
         if self.ext_fields is None:
             self.ext_fields = {}
         self.ext_fields.update(encoded)
@@ -509,7 +512,7 @@ def create_request(
         opaque=next_opaque() if opaque is None else opaque,
         flag=FLAG_ONEWAY if oneway else 0,
         remark=remark,
-        ext_fields=_ext_dict(ext_fields),
+        ext_fields=ext_dict(ext_fields),
         body=body,
         serialize_type=serialize_type,
     )
@@ -533,7 +536,7 @@ def create_response(
         opaque=opaque,
         flag=FLAG_RESPONSE,
         remark=remark,
-        ext_fields=_ext_dict(ext_fields),
+        ext_fields=ext_dict(ext_fields),
         body=body,
         serialize_type=SerializeType.JSON,
     )
@@ -682,7 +685,7 @@ def encode_json_header(cmd: RemotingCommand) -> bytes:
     ext = cmd.ext_fields
     remark = cmd.remark
     try:
-        # Raises TypeError unless every key, value and the remark is a string (as ``_ext_dict`` makes them).
+        # Raises TypeError unless every key, value and the remark is a string (as ``ext_dict`` makes them).
         text = "".join(ext) + "".join(ext.values()) if ext else ""
         if remark is not None:
             text += remark
