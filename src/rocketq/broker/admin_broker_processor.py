@@ -160,9 +160,9 @@ class AdminBrokerProcessor:
     # --- topics -----------------------------------------------------------------------------------------
     def update_and_create_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         ctl = self.controller
-        if ctl.broker_config.broker_role == "SLAVE":
-            return make_response_for(request, ResponseCode.SYSTEM_ERROR, "Can't modify topic or subscription group "
-                                     "from slave broker, please execute it from master broker.")  # fmt: skip
+        refused = self._refused_on_slave(request)
+        if refused is not None:
+            return refused
         h = request.header
         topic = h.get_str("topic")
         problem = validate_topic(topic) or check_not_system_topic(topic, ctl.topic_config_manager.system_topics)
@@ -181,7 +181,17 @@ class AdminBrokerProcessor:
         # Java answers SUCCESS without replacing the remark of createResponseCommand (golden capture 003).
         return make_response_for(request, ResponseCode.SUCCESS, "not set any response code")
 
+    def _refused_on_slave(self, request: RemotingCommand) -> RemotingCommand | None:
+        """``validateSlave``: a slave's topics and groups are its master's copies (SlaveSynchronize)."""
+        if self.controller.broker_config.broker_role != "SLAVE":
+            return None
+        return make_response_for(request, ResponseCode.SYSTEM_ERROR, "Can't modify topic or subscription group "
+                                 "from slave broker, please execute it from master broker.")  # fmt: skip
+
     def delete_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        refused = self._refused_on_slave(request)
+        if refused is not None:
+            return refused
         ctl = self.controller
         topic = request.header.get_str("topic")
         problem = validate_topic(topic) or check_not_system_topic(topic, ctl.topic_config_manager.system_topics)
@@ -243,6 +253,9 @@ class AdminBrokerProcessor:
     # --- groups ------------------------------------------------------------------------------------------
     def update_and_create_subscription_group(self, conn: RemotingConnection,
                                              request: RemotingCommand) -> RemotingCommand:  # fmt: skip
+        refused = self._refused_on_slave(request)
+        if refused is not None:
+            return refused
         try:
             cfg: SubscriptionGroupConfig = decode_body(SubscriptionGroupConfig, request.body)
         except ValueError as exc:

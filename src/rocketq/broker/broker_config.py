@@ -178,7 +178,17 @@ def broker_config_from_properties(props: dict[str, str], **overrides: Any
             raise BrokerConfigError(f"unknown broker setting {name!r}")
     sync_store_config(broker, store)
     _check_ports(broker)
+    check_role(broker)
     return broker, store
+
+
+def check_role(broker: BrokerConfig) -> None:
+    """``BrokerStartup``: a master's ``brokerId`` is 0 whatever the file says; a slave's must be above 0."""
+    if broker.broker_role == "SLAVE":
+        if broker.broker_id <= 0:
+            raise BrokerConfigError(f"brokerId: a slave's must be > 0 (brokerRole=SLAVE), got {broker.broker_id}")
+    else:
+        broker.broker_id = 0
 
 
 def _check_ports(broker: BrokerConfig) -> None:

@@ -51,6 +51,7 @@ from rocketq.broker.rebalance_lock_manager import RebalanceLockManager
 from rocketq.broker.reply_message_processor import ReplyMessageProcessor
 from rocketq.broker.schedule_message_service import ScheduleMessageService
 from rocketq.broker.send_message_processor import SendMessageProcessor
+from rocketq.broker.slave_synchronize import SLAVE_SYNC_DELAY_S, SLAVE_SYNC_INTERVAL_S, SlaveSynchronize
 from rocketq.broker.subscription_group_manager import BrokerSubscriptionGroupManager
 from rocketq.broker.timer_message_service import TIMER_TOPIC, TimerMessageService
 from rocketq.broker.topic_config_manager import BrokerTopicConfigManager
@@ -60,17 +61,22 @@ from rocketq.common.errors import RocketqError
 from rocketq.common.message import MessageExt, MessageExtBatch
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 from rocketq.remoting.codes import RequestCode
-from rocketq.remoting.command import create_request
+from rocketq.remoting.command import RemotingCommand, create_request
 from rocketq.remoting.errors import RemotingError
 from rocketq.remoting.transport import ProcessorTable, RemotingConnection, RemotingServer, RequestProcessor
 from rocketq.store.commit_log import PutMessageResult
 from rocketq.store.config_json import TopicConfig
 from rocketq.store.message_store import MessageStore
-from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
+from rocketq.store.store_config import MessageStoreConfig
 
 log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_S = 10.0
+
+
+class BrokerStartError(RocketqError):
+    """The broker cannot start as configured (a port it cannot listen on, say)."""
+
 STATS_INTERVAL_S = 5.0
 #: Codes Java serves on the main port only (NettyRemotingServer without the fast server's registration).
 MAIN_PORT_ONLY = frozenset({RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE})
@@ -126,6 +132,7 @@ class BrokerController:
         self.transactional_message_check_service = TransactionalMessageCheckService(self)
         self.transactional_message_service = self.transactional_message_check_service.transactional_message_service
         self.outer_api = BrokerOuterAPI(broker_config)
+        self.slave_synchronize = SlaveSynchronize(self)
         self._loop_dispatcher: LoopDispatcher | None = None
         #: The plain ACL's accounts while ``aclEnable`` is on (made at start).
         self.acl: PlainPermissionManager | None = None
@@ -215,9 +222,10 @@ class BrokerController:
             self.topic_config_manager.add_builtin_topics()
             self.subscription_group_manager.add_builtin_groups()
             self.pull_request_hold_service.start()
-            self.schedule_message_service.start()
-            self.timer_message_service.start()
-            self.transactional_message_check_service.start()
+            if not self.is_slave:  # a slave's copies come from its master (handleScheduleMessageService)
+                self.schedule_message_service.start()
+                self.timer_message_service.start()
+                self.transactional_message_check_service.start()
             self.store.message_arriving_wanted = self._arrival_wanted
             self.store.message_arriving_property_topics = frozenset({TIMER_TOPIC})  # its due time
             self.store.message_arriving_listener = self._on_message_arriving
@@ -231,15 +239,22 @@ class BrokerController:
             except OSError as exc:
                 log.warning("VIP listener on port %d not started: %s", self.broker_config.vip_port, exc)
             if self.broker_config.listen_port == 0:
+                ha_port = self.broker_config.ha_listen_port  # 0 (listenPort + 1) stays "any free port" here
                 self.broker_config.listen_port = self.remoting_server.port
                 self.store_config.listen_port = self.remoting_server.port
+            else:
+                ha_port = self.broker_config.ha_listen_port or self.broker_config.listen_port + 1
+            await asyncio.to_thread(self._start_ha, ha_port)
             self._serving = True
             await self.register_broker_all()
         except BaseException:
             await self.shutdown()
             raise
         period = max(10.0, min(self.broker_config.register_name_server_period / 1000.0, 60.0))
-        self._periodic = [
+        if self.is_slave:
+            self._periodic.append(self._every(SLAVE_SYNC_INTERVAL_S, self.slave_synchronize.sync_all,
+                                              "slave synchronize", delay=SLAVE_SYNC_DELAY_S))  # fmt: skip
+        self._periodic += [
             self._every(period, self.register_broker_all, "register broker", delay=min(10.0, period)),
             self._every(self.broker_config.flush_consumer_offset_interval / 1000.0, self._persist_offsets,
                         "persist consumer offsets", delay=10.0),
@@ -248,6 +263,22 @@ class BrokerController:
         ]  # fmt: skip
         log.info("The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
                  self.broker_config.broker_name, self.broker_addr, self.broker_config.namesrv_addr)  # fmt: skip
+
+    @property
+    def is_slave(self) -> bool:
+        return self.store_config.broker_role == "SLAVE"
+
+    def _start_ha(self, port: int) -> None:
+        """Replication (``HAService.start``): a master listens for slaves on brokerIP2 (its address in
+        ``haServerAddr``); a slave follows ``haMasterAddress``, else the master its name servers name."""
+        cfg = self.broker_config
+        try:
+            self.store.start_ha(cfg.broker_ip2, port, self.store_config.ha_master_address or None)
+        except OSError as exc:
+            raise BrokerStartError(f"cannot listen for slaves on {cfg.broker_ip2}:{port} (haListenPort): "
+                                   f"{exc.strerror or exc}") from exc  # fmt: skip
+        if self.store.ha_service is not None:
+            cfg.ha_listen_port = self.store.ha_service.port
 
     def acl_home(self) -> str:
         """Where the ACL files are (``conf/plain_acl.yml``, ``conf/acl/``): ``rocketmqHome`` (``ROCKETMQ_HOME``),
@@ -372,9 +403,23 @@ class BrokerController:
         async with lock:
             while True:
                 self._register_pending = False
-                await self.outer_api.register_broker_all(self.topic_config_wrapper())
+                answers = await self.outer_api.register_broker_all(self.topic_config_wrapper())
+                if answers:
+                    self._on_registered(answers[0])
                 if not self._register_pending:
                     break
+
+    def _on_registered(self, answer: RemotingCommand) -> None:
+        """A name server's answer to REGISTER_BROKER: a slave learns its master's addresses from it (the HA one
+        unless ``haMasterAddress`` is set, and the remoting one for :class:`SlaveSynchronize`)."""
+        if not self.is_slave:
+            return
+        ext = answer.ext_fields or {}
+        ha_addr = ext.get("haServerAddr") or None
+        configured = self.store_config.ha_master_address
+        if ha_addr and not (configured and len(configured) >= 6):
+            self.store.update_ha_master_address(str(ha_addr))
+        self.slave_synchronize.master_addr = str(ext.get("masterAddr") or "") or None
 
     def _on_topic_change(self, cfg: TopicConfig) -> None:
         if self._started and self._register_lock is not None:
@@ -444,7 +489,7 @@ class BrokerController:
         refused = self.timer_message_service.transform(msg)
         if refused is not None:
             return refused
-        if self.store_config.flush_disk_type != SYNC_FLUSH:
+        if not self.store.waits_after_append:
             return self.store.put_message(msg)  # appends and returns: no future, no thread handoff
         return self._put_result(self.store.put_message_async(msg))
 
@@ -464,7 +509,7 @@ class BrokerController:
                          ) -> PutMessageResult | Awaitable[PutMessageResult]:  # fmt: skip
         """A producer batch, as :meth:`put_message_now` stores one message."""
         batch = msgs if isinstance(msgs, MessageExtBatch) else list(msgs)
-        if self.store_config.flush_disk_type != SYNC_FLUSH:
+        if not self.store.waits_after_append:
             return self.store.put_messages(batch)
         return self._put_result(self.store.put_messages_async(batch))
 

@@ -210,7 +210,12 @@ class PullMessageProcessor:
 
         result = ctl.store.get_message(group, topic, queue_id, queue_offset, max_msg_nums, message_filter)
         code = pull_response_code(result.status, queue_offset)
-        ext = {"suggestWhichBrokerId": MASTER_ID, "nextBeginOffset": result.next_begin_offset,
+        # Where the consumer's next pull goes: the master, unless slaveReadEnable lets it read a slave (the
+        # group's whichBrokerWhenConsumeSlowly once the data has left memory, else its brokerId).
+        suggest = MASTER_ID
+        if cfg.slave_read_enable:
+            suggest = sg.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else sg.broker_id
+        ext = {"suggestWhichBrokerId": suggest, "nextBeginOffset": result.next_begin_offset,
                "minOffset": result.min_offset, "maxOffset": result.max_offset}  # fmt: skip
         response: RemotingCommand | _Suspend
         if code == ResponseCode.SUCCESS:
@@ -223,6 +228,11 @@ class PullMessageProcessor:
             timeout_ms = suspend_timeout if cfg.long_polling_enable else cfg.short_polling_time_mills
             response = _Suspend(topic, queue_id, queue_offset, message_filter, timeout_ms / 1000.0)
         else:
+            if code == ResponseCode.PULL_OFFSET_MOVED and cfg.broker_role == "SLAVE" and \
+                    not ctl.store_config.offset_check_in_slave:  # fmt: skip
+                # A slave does not correct offsets (its master does): the consumer asks again.
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+                ext["suggestWhichBrokerId"] = sg.broker_id
             if code == ResponseCode.PULL_OFFSET_MOVED:
                 self._generate_offset_moved_event(group, topic, queue_id, queue_offset, result.next_begin_offset)
                 log.warning("PULL_OFFSET_MOVED:correction offset. topic=%s, groupId=%s, requestOffset=%d, "

@@ -73,8 +73,15 @@ def _setup_logging(verbose: bool) -> None:
 def _describe_broker(broker: BrokerController) -> str:
     c = broker.broker_config
     vip = f" (and :{broker.vip_port} for old clients)" if broker.fast_remoting_server.started else ""
+    role = broker.store_config.broker_role
+    if broker.store.ha_service is not None:
+        ha = f"{role}, slaves connect to {c.ha_server_addr}"
+    else:
+        ha = f"{role} of the master its name servers name" if not broker.store_config.ha_master_address else \
+            f"{role} of {broker.store_config.ha_master_address}"  # fmt: skip
     return (f"rocketq broker {c.broker_name} (cluster {c.broker_cluster_name}, id {c.broker_id}) listening on "
-            f"{broker.broker_addr}{vip}, store {broker.store_config.root}, {eventloop.loop_name()} loop")  # fmt: skip
+            f"{broker.broker_addr}{vip}, store {broker.store_config.root}, {eventloop.loop_name()} loop; "
+            f"{ha}")  # fmt: skip
 
 
 async def run_broker(broker: BrokerController) -> None:

@@ -22,6 +22,7 @@ appended also leaves a dispatch row (:mod:`rocketq.store.dispatch`) in
 
 from __future__ import annotations
 
+import logging
 import mmap
 import struct
 import threading
@@ -84,6 +85,8 @@ from rocketq.store.record_scan import (
 )
 from rocketq.store.recovery import RecoveryDispatch, RecoveryReport, scan_commit_log
 from rocketq.store.store_config import MessageStoreConfig
+
+log = logging.getLogger(__name__)
 
 _GET_TAGS = methodcaller("get", PROPERTY_TAGS)
 _GET_KEYS = methodcaller("get", PROPERTY_KEYS)
@@ -499,6 +502,28 @@ class CommitLog:
         records = [(m.store_host, m.commit_log_offset) for m in msgs]
         return PutMessageResult(PutMessageStatus.PUT_OK, wrote_offset, total, "", store_ts, queue_offset, len(msgs),
                                 None, "", records)  # fmt: skip
+
+    def append_data(self, start_offset: int, data: bytes | bytearray | memoryview) -> bool:
+        """A slave's append (``appendData``): *data*, bytes of the master's commit log from *start_offset*, copied
+        to the end of this one, which must be at *start_offset* (an empty log starts a file there). The bytes are
+        whole or partial records of the master's; dispatch reads them back from the file. False, nothing written,
+        when they do not follow on or do not fit the file."""
+        n = len(data)
+        with self.put_lock:
+            mfq = self.mapped_file_queue
+            mf = mfq.get_last_mapped_file(start_offset)
+            if mf is None:
+                return False
+            pos = mf.wrote_position
+            if mf.file_from_offset + pos != start_offset or pos + n > mf.file_size:
+                log.error("slave append of %d bytes at %d refused: this commit log ends at %d of file %s", n,
+                          start_offset, mf.file_from_offset + pos, mf.path.name)  # fmt: skip
+                return False
+            mf.mm[pos : pos + n] = data
+            mf.wrote_position = mf.committed_position = pos + n
+        if self.on_append is not None:
+            self.on_append(start_offset + n)
+        return True
 
     def _file_for(self, total: int) -> MappedFile | None:
         """The file to append *total* bytes to (under the put lock): the last one while they fit it with 8 bytes to

@@ -28,6 +28,7 @@ close, so its presence at the next open means abnormal recovery. A store opened
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import itertools
 import logging
@@ -88,6 +89,7 @@ from rocketq.store.dispatch import (
     DispatchRequest,
 )
 from rocketq.store.flush_service import GroupCommitService
+from rocketq.store.ha import HAClient, HAService
 from rocketq.store.index_service import IndexService
 from rocketq.store.message_filter import MessageFilter
 from rocketq.store.recovery import RecoveryDispatch, RecoveryReport
@@ -475,6 +477,9 @@ class MessageStore:
         self.running_flags = RunningFlags()
         self._sync_flush = self.config.flush_disk_type == SYNC_FLUSH  # puts wait for the flush
         self.services: StoreServices | None = None
+        # Master/slave replication (store/ha.py), started by start_ha: the master's service, the slave's client.
+        self.ha_service: HAService | None = None
+        self.ha_client: HAClient | None = None
         self.recovery_report = RecoveryReport()
 
     # --- open / close ------------------------------------------------------------------
@@ -706,6 +711,7 @@ class MessageStore:
             return
         self._closed = True
         clean = True
+        self._stop_ha()
         services = self.services
         if services is not None:
             services.shutdown_intake()
@@ -1024,6 +1030,9 @@ class MessageStore:
         (``checkStoreStatus`` + ``checkMessage``), or None."""
         if self.read_only or self._closed:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not open for writing")
+        if self.config.broker_role == "SLAVE":
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                    error="message store is slave mode, so putMessage is forbidden")  # fmt: skip
         if self.running_flags.flag_bits & NOT_WRITEABLE_BITS:
             reasons = ", ".join(self.running_flags.reasons()) or "not writeable"
             error = f"the message store is not writeable ({reasons}); puts are refused"
@@ -1106,7 +1115,9 @@ class MessageStore:
         (``FLUSH_DISK_TIMEOUT`` after ``syncFlushTimeout``, the data staying queued).
         """
         result = self._append(msg, queue_id)
-        return self._wait_flushed(result) if self._sync_flush else result
+        if self._sync_flush:
+            result = self._wait_flushed(result)
+        return self._wait_transferred(result) if self.config.broker_role == "SYNC_MASTER" else result
 
     def put_messages(self, msgs: list[MessageExt | Message] | MessageExtBatch,
                      queue_id: int | None = None) -> PutMessageResult:  # fmt: skip
@@ -1114,7 +1125,9 @@ class MessageStore:
         SYNC_FLUSH it returns once on disk, as :meth:`put_message`). A :class:`MessageExtBatch` (a batch send
         as the broker takes it) is appended column by column."""
         result = self._append_batch(msgs, queue_id)
-        return self._wait_flushed(result) if self._sync_flush else result
+        if self._sync_flush:
+            result = self._wait_flushed(result)
+        return self._wait_transferred(result) if self.config.broker_role == "SYNC_MASTER" else result
 
     def put_message_async(self, msg: MessageExt | Message, queue_id: int | None = None) -> Future[PutMessageResult]:
         """:meth:`put_message` without blocking on the flush: a future of the result.
@@ -1139,6 +1152,8 @@ class MessageStore:
         flushed = self._flushed(result)
         if flushed is not None:  # awaited here, not in a coroutine of its own: one frame fewer to resume a put
             _set_flush_status(result, await flushed)
+        if self.config.broker_role == "SYNC_MASTER" and result.status is PutMessageStatus.PUT_OK:
+            await asyncio.wrap_future(self._transfer_future(result))
         return result
 
     async def aput_messages(self, msgs: list[MessageExt | Message] | MessageExtBatch,
@@ -1148,6 +1163,8 @@ class MessageStore:
         flushed = self._flushed(result)
         if flushed is not None:
             _set_flush_status(result, await flushed)
+        if self.config.broker_role == "SYNC_MASTER" and result.status is PutMessageStatus.PUT_OK:
+            await asyncio.wrap_future(self._transfer_future(result))
         return result
 
     def _flushed(self, result: PutMessageResult) -> Coroutine[Any, Any, PutMessageStatus] | None:
@@ -1178,14 +1195,93 @@ class MessageStore:
         return result
 
     def _future_of(self, result: PutMessageResult) -> Future[PutMessageResult]:
-        """:meth:`_wait_flushed` as a ``concurrent.futures.Future`` that the group commit completes."""
+        """:meth:`_wait_flushed` (and, on a SYNC_MASTER, :meth:`_wait_transferred`) as a
+        ``concurrent.futures.Future`` that the group commit (and a slave's acknowledgement) completes."""
         fut: Future[PutMessageResult] = Future()
         gc = self._group_commit() if self._sync_flush and result.ok else None
         if gc is None:
             fut.set_result(result)
         else:
             gc.submit(result.wrote_offset + result.wrote_bytes, result, fut)
-        return fut
+        if self.config.broker_role != "SYNC_MASTER" or not result.ok:
+            return fut
+        if fut.done():
+            return self._transfer_future(fut.result())
+        replicated: Future[PutMessageResult] = Future()
+
+        def flushed(f: Future[PutMessageResult]) -> None:
+            r = f.result()
+            if r.status is not PutMessageStatus.PUT_OK:
+                replicated.set_result(r)
+                return
+            self._transfer_future(r).add_done_callback(lambda t: replicated.set_result(t.result()))
+
+        fut.add_done_callback(flushed)
+        return replicated
+
+    @property
+    def waits_after_append(self) -> bool:
+        """Whether a put's answer waits after its append: for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER)."""
+        return self._sync_flush or self.config.broker_role == "SYNC_MASTER"
+
+    # --- replication (store/ha.py) -------------------------------------------------------------
+    def _transfer_future(self, result: PutMessageResult) -> Future[PutMessageResult]:
+        """A SYNC_MASTER put, stored: a future of *result* once a slave holds its records (``handleHA``)."""
+        ha = self.ha_service
+        if ha is None or result.status is not PutMessageStatus.PUT_OK:
+            if result.status is PutMessageStatus.PUT_OK:
+                result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            done: Future[PutMessageResult] = Future()
+            done.set_result(result)
+            return done
+        return ha.transfer_future(result)
+
+    def _wait_transferred(self, result: PutMessageResult) -> PutMessageResult:
+        """A blocking SYNC_MASTER put: wait until a slave holds its records (or the slave timeout)."""
+        if result.status is not PutMessageStatus.PUT_OK:
+            return result
+        return self._transfer_future(result).result()
+
+    def start_ha(self, host: str = "127.0.0.1", port: int = 0, master_address: str | None = None) -> None:
+        """Start replication (``HAService.start``): a master listens for slaves on *host*:*port* (0: any free port,
+        then :attr:`HAService.port`); a slave follows *master_address* (``host:port`` of the master's HA listener;
+        ``haMasterAddress`` when not given; :meth:`update_ha_master_address` can set it later). An unusable port
+        raises OSError."""
+        if self.read_only or self.ha_service is not None or self.ha_client is not None:
+            return
+        if self.config.broker_role == "SLAVE":
+            self.ha_client = HAClient(self, master_address or self.config.ha_master_address or None)
+            self.ha_client.start()
+            return
+        service = HAService(self, host, port)
+        service.start()
+        self.ha_service = service
+
+    def update_ha_master_address(self, addr: str | None) -> None:
+        """``updateHaMasterAddress``: where a slave's client connects (a master ignores it)."""
+        if self.ha_client is not None:
+            self.ha_client.update_master_address(addr)
+
+    def append_to_commit_log(self, start_offset: int, data: bytes | bytearray | memoryview) -> bool:
+        """``appendToCommitLog``: a slave stores bytes of its master's commit log (see :meth:`CommitLog.append_data`);
+        dispatch is woken as by a put."""
+        if self._closed or self.read_only:
+            return False
+        return self.commit_log.append_data(start_offset, data)
+
+    def after_replica_append(self) -> None:
+        """After a slave's appends of one read, before it acknowledges them: under SYNC_FLUSH they go to disk
+        first (so an acknowledged offset is one the slave has on disk)."""
+        if self._sync_flush:
+            self.commit_log.mapped_file_queue.flush(0)
+
+    def _stop_ha(self) -> None:
+        if self.ha_client is not None:
+            self.ha_client.shutdown()
+            self.ha_client = None
+        if self.ha_service is not None:
+            self.ha_service.shutdown()
+            self.ha_service = None
 
     def execute_delete_files_manually(self) -> None:
         """An admin's request to delete expired commit-log files in the next 20 cleaning rounds."""

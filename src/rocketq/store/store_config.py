@@ -80,6 +80,14 @@ class MessageStoreConfig:
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     flush_delay_offset_interval: int = 10_000
     broker_role: str = "ASYNC_MASTER"
+    # Master/slave replication (store/ha.py); the master's port is the broker's (haListenPort, listenPort + 1).
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_master_address: str | None = None
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    slave_timeout: int = 3000
+    offset_check_in_slave: bool = False
     warm_maped_file_enable: bool = False
     max_topic_length: int = 127
     # BrokerConfig values the store needs.
@@ -162,8 +170,14 @@ def _convert(key: str, raw: str, f: dataclasses.Field[Any]) -> Any:
             raise StoreError(f"{key}: expected an integer, got {raw!r}") from None
     if key == "flushDiskType" and value not in (ASYNC_FLUSH, SYNC_FLUSH):
         raise StoreError(f"flushDiskType: expected ASYNC_FLUSH or SYNC_FLUSH, got {raw!r}")
+    if key == "brokerRole" and value not in BROKER_ROLES:
+        raise StoreError(f"brokerRole: expected one of {', '.join(BROKER_ROLES)}, got {raw!r}")
     return value
 
+
+#: ``BrokerRole``: a master answers a put once stored (ASYNC) or once a slave holds it too (SYNC); a slave takes
+#: its commit log from its master only (store/ha.py).
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 _CONT = re.compile(r"(\\+)$")
 
