@@ -13,11 +13,33 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from conftest import GOLDEN
 
 RMQ_HOME = os.environ.get("RMQ_HOME")
 SCRIPT = Path(os.environ.get("ROCKETQ_REFERENCE", GOLDEN.parent / "reference")) / "rmq-reference.sh"
 JAVA_DIR = Path(__file__).resolve().parent / "java"
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def reference_ports() -> tuple[int, int]:
+    """A name-server port and a broker port whose VIP (−2) and HA (+1) ports are free too."""
+    import random
+
+    for _ in range(200):
+        ns, broker = random.randrange(21000, 29000), random.randrange(31000, 39000)
+        if all(_port_free(p) for p in (ns, broker, broker - 2, broker + 1)):
+            return ns, broker
+    raise RuntimeError("no free ports for the reference RocketMQ")
 
 
 def free_port() -> int:
@@ -35,22 +57,64 @@ def wait_listening(port: int, deadline: float) -> None:
     raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
 
 
+def reference_env(work: Path, **more: str) -> dict[str, str]:
+    """The environment of ``rmq-reference.sh`` with its work directory under *work* (the test is skipped where
+    ``RMQ_HOME`` is not set)."""
+    if not RMQ_HOME:
+        pytest.skip("RMQ_HOME is not set: the reference RocketMQ 4.9.4 is not available")
+    work.mkdir(parents=True, exist_ok=True)
+    return dict(os.environ, RMQ_HOME=RMQ_HOME, RMQ_WORK=str(work), **more)
+
+
+def script(env: dict[str, str], *args: str, timeout: float = 180) -> str:
+    """``rmq-reference.sh ARGS``: its output; a failure is the test's."""
+    proc = subprocess.run(["bash", str(SCRIPT), *args], env=env, timeout=timeout, capture_output=True, text=True)
+    assert proc.returncode == 0, f"rmq-reference.sh {' '.join(args)}: exit {proc.returncode}\n{proc.stdout[-3000:]}"
+    return proc.stdout
+
+
+@contextlib.contextmanager
+def rocketmq_running(work: Path, *conf: str) -> Iterator[tuple[dict[str, str], str, int]]:
+    """A 4.9.4 name server and broker (``write-broker-conf`` with the ``key=value`` lines *conf*, store under
+    *work*) on free ports: (the script's environment, the name server's address, the broker's port). Everything
+    the script started is stopped on the way out."""
+    ns_port, broker_port = reference_ports()
+    ns = f"127.0.0.1:{ns_port}"
+    env = reference_env(work / "rmq", RMQ_NAMESRV_PORT=str(ns_port), NAMESRV_ADDR=ns)
+    try:
+        script(env, "start-namesrv")
+        conf_file = work / "broker.conf"
+        script(env, "write-broker-conf", str(conf_file), str(work / "store"), f"listenPort={broker_port}", *conf)
+        script(env, "start-broker", str(conf_file))
+        yield env, ns, broker_port
+    finally:
+        subprocess.run(["bash", str(SCRIPT), "stop", "all"], env=env, check=False, timeout=180, capture_output=True)
+
+
+@contextlib.contextmanager
+def rocketq_process(args: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m rocketq ARGS`` in a process of its own, once *port* listens; stopped with SIGINT (killed after
+    30 s) on the way out."""
+    proc = subprocess.Popen([sys.executable, "-m", "rocketq", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        wait_listening(port, time.monotonic() + 30)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 @contextlib.contextmanager
 def rocketq_start(conf: Path, store: Path) -> Iterator[tuple[str, str]]:
     """``rocketq start -c conf`` on free ports in a process of its own: (name server, broker) addresses once the
-    broker listens and has registered; stopped with SIGINT (killed after 30 s) on the way out."""
+    broker listens and has registered."""
     ns_port, broker_port = free_port(), free_port()
-    server = subprocess.Popen([sys.executable, "-m", "rocketq", "start", "-c", str(conf), "--store", str(store),
-                               "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        wait_listening(broker_port, time.monotonic() + 30)
+    with rocketq_process(["start", "-c", str(conf), "--store", str(store), "--namesrv-port", str(ns_port),
+                          "--broker-port", str(broker_port)], broker_port):  # fmt: skip
         time.sleep(1.0)  # the broker's first registration with the name server
         yield f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}"
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)

@@ -12,32 +12,16 @@ Runs only where ``RMQ_HOME`` points at the unpacked 4.9.4 binary release; CI has
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 import test_client_e2e as e2e
-from reference_support import JAVA_DIR, RMQ_HOME, SCRIPT, rocketq_start
+from reference_support import JAVA_DIR, RMQ_HOME, reference_env, rocketmq_running, rocketq_start, script
 from test_acl import STOCK_ACL, _home, scenario_acl
-from test_client_reference import _ports
 
 pytestmark = pytest.mark.reference
-
-
-def _env(work: Path, **more: str) -> dict[str, str]:
-    if not RMQ_HOME:
-        pytest.skip("RMQ_HOME is not set: the reference RocketMQ 4.9.4 is not available")
-    work.mkdir(parents=True, exist_ok=True)
-    return dict(os.environ, RMQ_HOME=RMQ_HOME, RMQ_WORK=str(work), **more)
-
-
-def _script(env: dict[str, str], *args: str, timeout: float = 180) -> str:
-    proc = subprocess.run(["bash", str(SCRIPT), *args], env=env, timeout=timeout, capture_output=True, text=True)
-    assert proc.returncode == 0, f"rmq-reference.sh {' '.join(args)}: exit {proc.returncode}\n{proc.stdout[-3000:]}"
-    return proc.stdout
 
 
 def test_release_acl_file_is_the_one_the_tests_copy() -> None:
@@ -48,23 +32,14 @@ def test_release_acl_file_is_the_one_the_tests_copy() -> None:
 
 
 def test_python_client_against_rocketmq_with_acl(tmp_path: Path) -> None:
-    ns_port, broker_port = _ports()
-    env = _env(tmp_path / "rmq", RMQ_NAMESRV_PORT=str(ns_port), NAMESRV_ADDR=f"127.0.0.1:{ns_port}")
-    try:
-        _script(env, "start-namesrv")
-        conf = tmp_path / "broker.conf"
-        _script(env, "write-broker-conf", str(conf), str(tmp_path / "store"), f"listenPort={broker_port}",
-                "aclEnable=true")  # fmt: skip
-        _script(env, "start-broker", str(conf))
-        e2e.run(scenario_acl(e2e.Cluster(f"127.0.0.1:{ns_port}", "rocketmq-4.9.4")))
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "stop", "all"], env=env, check=False, timeout=180, capture_output=True)
+    with rocketmq_running(tmp_path, "aclEnable=true") as (_, ns, _):
+        e2e.run(scenario_acl(e2e.Cluster(ns, "rocketmq-4.9.4")))
 
 
 @pytest.mark.timeout(900)
 def test_java_client_and_mqadmin_against_rocketq_with_acl(tmp_path: Path) -> None:
-    env = _env(tmp_path / "rmq")
-    _script(env, "compile-client", str(JAVA_DIR))
+    env = reference_env(tmp_path / "rmq")
+    script(env, "compile-client", str(JAVA_DIR))
     home = _home(tmp_path)
     conf = tmp_path / "broker.conf"
     conf.write_text(f"brokerClusterName=DefaultCluster\nbrokerName=broker-a\naclEnable=true\nrocketmqHome={home}\n")
@@ -72,11 +47,11 @@ def test_java_client_and_mqadmin_against_rocketq_with_acl(tmp_path: Path) -> Non
         env["NAMESRV_ADDR"] = ns
 
         def admin(*args: str) -> str:
-            out = _script(env, "admin", *args, "-n", ns, timeout=120)
+            out = script(env, "admin", *args, "-n", ns, timeout=120)
             assert "command failed" not in out, out[-3000:]
             return out
 
-        out = _script(env, "java-client", "ClientCompatCheck", ns, "acl", timeout=300)
+        out = script(env, "java-client", "ClientCompatCheck", ns, "acl", timeout=300)
         assert "RESULT acl bad=0" in out, out[-4000:]
         assert "broker-a" in admin("clusterList")
         assert "msgPutTotalTodayNow" in admin("brokerStatus", "-b", broker)  # signed with tools.yml's rocketmq2

@@ -13,64 +13,20 @@ a group that never committed on a queue whose messages are all in memory (it ign
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import test_client_e2e as e2e
-from conftest import GOLDEN
+from reference_support import rocketmq_running
 
 pytestmark = pytest.mark.reference
 
-RMQ_HOME = os.environ.get("RMQ_HOME")
-SCRIPT = Path(os.environ.get("ROCKETQ_REFERENCE", GOLDEN.parent / "reference")) / "rmq-reference.sh"
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _ports() -> tuple[int, int]:
-    """A name-server port and a broker port whose VIP (−2) and HA (+1) ports are free too."""
-    import random
-
-    for _ in range(200):
-        ns, broker = random.randrange(21000, 29000), random.randrange(31000, 39000)
-        if all(_free(p) for p in (ns, broker, broker - 2, broker + 1)):
-            return ns, broker
-    raise RuntimeError("no free ports for the reference RocketMQ")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[e2e.Cluster]:
-    if not RMQ_HOME:
-        pytest.skip("RMQ_HOME is not set: the reference RocketMQ 4.9.4 is not available")
-    work = tmp_path_factory.mktemp("rmq-reference")
-    ns_port, broker_port = _ports()
-    env = dict(os.environ, RMQ_HOME=RMQ_HOME, RMQ_WORK=str(work), RMQ_NAMESRV_PORT=str(ns_port),
-               NAMESRV_ADDR=f"127.0.0.1:{ns_port}")  # fmt: skip
-
-    def script(*args: str) -> None:
-        subprocess.run(["bash", str(SCRIPT), *args], env=env, check=True, timeout=180, capture_output=True)
-
-    try:
-        script("start-namesrv")
-        conf = work / "broker.conf"
-        script("write-broker-conf", str(conf), str(work / "store"), f"listenPort={broker_port}",
-               "enablePropertyFilter=true")
-        script("start-broker", str(conf))
-        yield e2e.Cluster(f"127.0.0.1:{ns_port}", "rocketmq-4.9.4")
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "stop", "all"], env=env, check=False, timeout=180, capture_output=True)
+    with rocketmq_running(tmp_path_factory.mktemp("rmq-reference"), "enablePropertyFilter=true") as (_, ns, _):
+        yield e2e.Cluster(ns, "rocketmq-4.9.4")
 
 
 def test_send_every_way_and_pull(cluster: e2e.Cluster) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from rocketq.common.codec import decode_record
 from rocketq.common.message import Message
-from rocketq.store.commit_log import PutMessageStatus
+from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
 from rocketq.store.ha import HEADER_SIZE, parse_address
 from rocketq.store.message_store import MessageStore
 from rocketq.store.store_config import MessageStoreConfig, StoreError
@@ -173,7 +173,14 @@ def test_sync_master_waits_for_the_slave(tmp_path: Path) -> None:
                 return (await master.aput_message(Message(TOPIC, b"f", 0, {}), 2)).status
 
             assert asyncio.run(aput()) is PutMessageStatus.PUT_OK
-            assert master.waits_after_append
+
+            async def then() -> list[PutMessageStatus]:  # appended now, answered once the slave has it
+                waits = [master.put_message_then(Message(TOPIC, b"g%d" % i, 0, {}), i % 4) for i in range(64)]
+                assert all(not isinstance(w, PutMessageResult) for w in waits)
+                return [r.status for r in await asyncio.gather(*waits)]  # type: ignore[arg-type]
+
+            assert set(asyncio.run(then())) == {PutMessageStatus.PUT_OK}
+            assert ha.push2slave_max_offset == master.get_max_phy_offset()
 
 
 class FakeSlave:
@@ -240,6 +247,10 @@ def test_master_side_of_the_wire(tmp_path: Path) -> None:
         assert not done.done() or done.result().status is not PutMessageStatus.PUT_OK
         fake.report(o + len(body))
         assert done.result(5).status is PutMessageStatus.PUT_OK
+        # Not acknowledged, asyncio: the same timeout.
+        t0 = time.monotonic()
+        r = asyncio.run(master.aput_message(Message(TOPIC, b"late again", 0, {}), 2))
+        assert r.status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT and 0.25 < time.monotonic() - t0 < 3
         # A slave that reports more than the master holds is dropped.
         fake.report(master.get_max_phy_offset() + 1000)
         _wait(lambda: ha.connection_count == 0, 5)
@@ -356,3 +367,32 @@ def test_threads_end_with_the_store(tmp_path: Path) -> None:
     time.sleep(0.2)
     left = {t.name for t in threading.enumerate() if t.is_alive()} - before
     assert not {n for n in left if n.startswith(("HA", "GroupTransfer"))}, left
+
+
+def test_slave_closed_mid_record_resumes_from_its_last_whole_record(tmp_path: Path) -> None:
+    """Frames do not follow record boundaries: a slave stopped after half a record reopens at its last whole
+    record (recovery drops the half) and its master sends the rest from there."""
+    with _store(tmp_path / "m", ha_transfer_batch_size=1000) as master:
+        _put(master, 0, 10)
+        raw = (tmp_path / "m" / "commitlog" / ("0" * 20)).read_bytes()[: master.get_max_phy_offset()]
+        cut = 2 * 883 + 400  # into the third record (883 bytes each)
+        fake = FakeMaster()
+        try:
+            with _store(tmp_path / "s", broker_role="SLAVE") as slave:
+                slave.start_ha(master_address=f"127.0.0.1:{fake.port}")
+                conn, _ = fake.accept()
+                conn.sendall(struct.pack(">qi", 0, cut) + raw[:cut])
+                _wait(lambda: slave.get_max_phy_offset() == cut)
+                slave.wait_dispatched()
+                assert slave.get_max_offset_in_queue(TOPIC, 1) == 1  # the whole second record only
+        finally:
+            fake.close()
+        master.start_ha()
+        assert master.ha_service is not None
+        with _store(tmp_path / "s", broker_role="SLAVE") as slave:
+            assert slave.get_max_phy_offset() == 2 * 883
+            slave.start_ha(master_address=f"127.0.0.1:{master.ha_service.port}")
+            _wait(lambda: slave.get_max_phy_offset() == master.get_max_phy_offset())
+            slave.wait_dispatched()
+            assert [slave.get_max_offset_in_queue(TOPIC, q) for q in range(4)] == [3, 3, 2, 2]
+    _same_files(tmp_path / "m", tmp_path / "s")

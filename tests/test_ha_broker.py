@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from broker_support import HOST, client_of, run, running_broker, send_v2
 from rocketq.broker.broker_config import BrokerConfigError, broker_config_from_properties
-from rocketq.broker.broker_controller import BrokerController
+from rocketq.broker.broker_controller import BrokerController, BrokerStartError
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.producer import Producer
 from rocketq.client.pull_consumer import PullConsumer
@@ -164,5 +165,51 @@ def test_sync_master_answers_once_the_slave_holds_the_message(tmp_path: Path) ->
                         assert r.status is SendStatus.SEND_OK
                         assert ha.push2slave_max_offset == master.store.get_max_phy_offset()  # acked first
                     assert slave.store.get_max_phy_offset() == master.store.get_max_phy_offset()
+
+    run(scenario(), 60)
+
+
+def test_a_slave_started_before_its_master_finds_it(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with _namesrv() as namesrv, running_broker(tmp_path / "s", namesrvAddr=namesrv.address,
+                                                          brokerRole="SLAVE", brokerId="1") as slave:
+            assert slave.slave_synchronize.master_addr is None  # nobody to name yet
+            async with running_broker(tmp_path / "m", namesrvAddr=namesrv.address) as master:
+                await _until(lambda: slave.slave_synchronize.master_addr == master.broker_addr, 10)
+                client = slave.store.ha_client
+                assert client is not None
+                await _until(lambda: client.connected, 10)
+
+    run(scenario(), 60)
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def test_a_taken_default_ha_port_falls_back_to_a_free_one_an_asked_for_one_fails(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        for _ in range(50):
+            with socket.socket() as blocker:
+                blocker.bind((HOST, 0))
+                blocker.listen()
+                taken = blocker.getsockname()[1]
+                port = taken - 1  # a broker here would listen for slaves on the taken port
+                if not (_free(port) and _free(port - 2)):
+                    continue
+                async with running_broker(tmp_path / "default", listenPort=str(port)) as broker:
+                    ha = broker.store.ha_service
+                    assert ha is not None and ha.port != taken
+                    assert broker.broker_config.ha_server_addr == f"{HOST}:{ha.port}"  # what slaves are told
+                with pytest.raises(BrokerStartError, match="haListenPort"):
+                    async with running_broker(tmp_path / "asked", haListenPort=str(taken)):
+                        pass
+                return
+        pytest.skip("no free broker port next to a taken one")
 
     run(scenario(), 60)

@@ -15,44 +15,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
-from reference_support import RMQ_HOME, SCRIPT, rocketq_start, wait_listening
+from reference_support import (
+    SCRIPT,
+    reference_env,
+    reference_ports,
+    rocketmq_running,
+    rocketq_process,
+    rocketq_start,
+    script,
+)
 from rocketq.client.admin import MQAdmin
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.producer import Producer
 from rocketq.client.pull_consumer import PullConsumer
+from rocketq.client.pull_result import PullResult
 from rocketq.client.send_result import SendStatus
 from rocketq.common.message import Message
-from test_client_reference import _ports
 
 pytestmark = pytest.mark.reference
 
+_Q = TypeVar("_Q")
 TOPIC = "HaRefTopic"
 COUNT = 2000
 SMALL = {"mappedFileSizeCommitLog": "1048576", "mappedFileSizeConsumeQueue": "6000", "maxHashSlotNum": "1000",
          "maxIndexNum": "4000"}  # fmt: skip
-
-
-def _env(work: Path, **more: str) -> dict[str, str]:
-    if not RMQ_HOME:
-        pytest.skip("RMQ_HOME is not set: the reference RocketMQ 4.9.4 is not available")
-    work.mkdir(parents=True, exist_ok=True)
-    return dict(os.environ, RMQ_HOME=RMQ_HOME, RMQ_WORK=str(work), **more)
-
-
-def _script(env: dict[str, str], *args: str, timeout: float = 180) -> str:
-    proc = subprocess.run(["bash", str(SCRIPT), *args], env=env, timeout=timeout, capture_output=True, text=True)
-    assert proc.returncode == 0, f"rmq-reference.sh {' '.join(args)}: exit {proc.returncode}\n{proc.stdout[-3000:]}"
-    return proc.stdout
 
 
 def _conf(path: Path, **props: str) -> Path:
@@ -108,8 +102,15 @@ def _same_commit_log(master: Path, slave: Path) -> None:
             assert not (a if a.exists() else b).read_bytes().strip(b"\0"), f"{name} holds data on one side only"
 
 
-def _bodies(messages: list[Message]) -> set[bytes]:
-    return {m.body[:5] for m in messages if m.body != b"probe"}
+async def _read_all(queues: Iterable[_Q], pull: Callable[[_Q, int], Awaitable[PullResult]]) -> set[bytes]:
+    """The sends' numbers (the probes left out) of everything *pull* finds in *queues*, each read to its end."""
+    got: set[bytes] = set()
+    for queue in queues:
+        offset = 0
+        while (r := await pull(queue, offset)).messages:
+            got.update(m.body[:5] for m in r.messages if m.body != b"probe")
+            offset = r.next_begin_offset
+    return got
 
 
 @pytest.mark.timeout(600)
@@ -117,13 +118,13 @@ def test_rocketmq_slave_of_a_rocketq_master(tmp_path: Path) -> None:
     conf = _conf(tmp_path / "master.conf", brokerClusterName="DefaultCluster", brokerName="broker-a",
                  brokerIP1="127.0.0.1", brokerIP2="127.0.0.1", brokerRole="SYNC_MASTER", **SMALL)  # fmt: skip
     with rocketq_start(conf, tmp_path / "m") as (ns, _broker):
-        env = _env(tmp_path / "rmq", NAMESRV_ADDR=ns)
+        env = reference_env(tmp_path / "rmq", NAMESRV_ADDR=ns)
         try:
-            slave_port = _ports()[1]
+            slave_port = reference_ports()[1]
             slave_conf = tmp_path / "slave.conf"
-            _script(env, "write-broker-conf", str(slave_conf), str(tmp_path / "j"), f"listenPort={slave_port}",
+            script(env, "write-broker-conf", str(slave_conf), str(tmp_path / "j"), f"listenPort={slave_port}",
                     "brokerRole=SLAVE", "brokerId=1")  # fmt: skip
-            _script(env, "start-broker", str(slave_conf))
+            script(env, "start-broker", str(slave_conf))
             asyncio.run(_send_all(ns))
             _wait(lambda: _same_files_ready(tmp_path / "m", tmp_path / "j"), 30, "the Java slave to catch up")
             _same_commit_log(tmp_path / "m", tmp_path / "j")
@@ -132,17 +133,9 @@ def test_rocketmq_slave_of_a_rocketq_master(tmp_path: Path) -> None:
             _wait(lambda: topics.exists() and TOPIC in topics.read_text(), 30, "the Java slave's topic sync")
 
             async def read_slave() -> set[bytes]:
-                got: list[Message] = []
                 async with MQAdmin(ns) as admin:
-                    for q in range(4):
-                        offset = 0
-                        while True:
-                            r = await admin.pull(f"127.0.0.1:{slave_port}", TOPIC, q, offset, 32)
-                            if not r.messages:
-                                break
-                            got += r.messages
-                            offset = r.next_begin_offset
-                return _bodies(got)
+                    return await _read_all(range(4), lambda q, offset: admin.pull(f"127.0.0.1:{slave_port}", TOPIC,
+                                                                                  q, offset, 32))  # fmt: skip
 
             assert asyncio.run(read_slave()) == {b"%05d" % i for i in range(COUNT)}
         finally:
@@ -157,60 +150,31 @@ def _same_files_ready(master: Path, slave: Path) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def _rocketq_broker(conf: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-m", "rocketq", "broker", "-c", str(conf)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        wait_listening(port, time.monotonic() + 30)
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 @pytest.mark.timeout(600)
 def test_rocketq_slave_of_a_rocketmq_master(tmp_path: Path) -> None:
-    ns_port, master_port = _ports()
-    ns = f"127.0.0.1:{ns_port}"
-    env = _env(tmp_path / "rmq", RMQ_NAMESRV_PORT=str(ns_port), NAMESRV_ADDR=ns)
-    try:
-        _script(env, "start-namesrv")
-        master_conf = tmp_path / "master.conf"
-        _script(env, "write-broker-conf", str(master_conf), str(tmp_path / "j"), f"listenPort={master_port}",
-                "brokerRole=SYNC_MASTER")  # fmt: skip
-        _script(env, "start-broker", str(master_conf))
-        slave_port = _ports()[1]
+    with rocketmq_running(tmp_path, "brokerRole=SYNC_MASTER") as (env, ns, _):
+        slave_port = reference_ports()[1]
         conf = _conf(tmp_path / "slave.conf", brokerClusterName="DefaultCluster", brokerName="broker-a",
                      brokerId="1", brokerRole="SLAVE", brokerIP1="127.0.0.1", brokerIP2="127.0.0.1",
                      listenPort=str(slave_port), namesrvAddr=ns, storePathRootDir=str(tmp_path / "s"),
                      **SMALL)  # fmt: skip
-        with _rocketq_broker(conf, slave_port):
+        with rocketq_process(["broker", "-c", str(conf)], slave_port):
             asyncio.run(_send_all(ns))
-            _wait(lambda: _same_files_ready(tmp_path / "j", tmp_path / "s"), 30, "the rocketq slave to catch up")
+            master = tmp_path / "store"
+            _wait(lambda: _same_files_ready(master, tmp_path / "s"), 30, "the rocketq slave to catch up")
             topics = tmp_path / "s" / "config" / "topics.json"
             _wait(lambda: topics.exists() and TOPIC in topics.read_text(), 30, "the rocketq slave's topic sync")
-            _script(env, "stop", "broker")  # the master goes away; its name server drops it from the routes
+            # mqadmin 4.9.4 lists both, reading the rocketq slave's runtime info.
+            rows = [line.split() for line in script(env, "admin", "clusterList", "-n", ns).splitlines()]
+            assert {(r[2], r[3]) for r in rows if r[:2] == ["DefaultCluster", "broker-a"]} >= {
+                ("1", f"127.0.0.1:{slave_port}")}  # fmt: skip
+            script(env, "stop", "broker")  # the master goes away; its name server drops it from the routes
 
             async def read_through_namesrv() -> set[bytes]:
-                got: list[Message] = []
                 async with PullConsumer("HaRefReader", config=ClientConfig(namesrv_addr=ns)) as consumer:
-                    for mq in await consumer.fetch_subscribe_message_queues(TOPIC):
-                        offset = 0
-                        while True:
-                            r = await consumer.pull(mq, "*", offset, 32)
-                            if not r.messages:
-                                break
-                            got += r.messages
-                            offset = r.next_begin_offset
-                return _bodies(got)
+                    queues = await consumer.fetch_subscribe_message_queues(TOPIC)
+                    return await _read_all(queues, lambda mq, offset: consumer.pull(mq, "*", offset, 32))
 
             assert asyncio.run(read_through_namesrv()) == {b"%05d" % i for i in range(COUNT)}
-        _same_commit_log(tmp_path / "j", tmp_path / "s")
-        assert _max_offset(tmp_path / "s") == _max_offset(tmp_path / "j")
-    finally:
-        subprocess.run(["bash", str(SCRIPT), "stop", "all"], env=env, check=False, timeout=180, capture_output=True)
+        _same_commit_log(master, tmp_path / "s")
+        assert _max_offset(tmp_path / "s") == _max_offset(master)

@@ -24,7 +24,6 @@ disk run on worker threads.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
 import logging
@@ -72,6 +71,7 @@ from rocketq.store.store_config import MessageStoreConfig
 log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_S = 10.0
+FIND_MASTER_INTERVAL_S = 3.0
 
 
 class BrokerStartError(RocketqError):
@@ -252,8 +252,11 @@ class BrokerController:
             raise
         period = max(10.0, min(self.broker_config.register_name_server_period / 1000.0, 60.0))
         if self.is_slave:
-            self._periodic.append(self._every(SLAVE_SYNC_INTERVAL_S, self.slave_synchronize.sync_all,
-                                              "slave synchronize", delay=SLAVE_SYNC_DELAY_S))  # fmt: skip
+            self._periodic += [
+                self._every(SLAVE_SYNC_INTERVAL_S, self.slave_synchronize.sync_all, "slave synchronize",
+                            delay=SLAVE_SYNC_DELAY_S),
+                self._every(FIND_MASTER_INTERVAL_S, self._find_master, "find the master"),
+            ]  # fmt: skip
         self._periodic += [
             self._every(period, self.register_broker_all, "register broker", delay=min(10.0, period)),
             self._every(self.broker_config.flush_consumer_offset_interval / 1000.0, self._persist_offsets,
@@ -272,11 +275,17 @@ class BrokerController:
         """Replication (``HAService.start``): a master listens for slaves on brokerIP2 (its address in
         ``haServerAddr``); a slave follows ``haMasterAddress``, else the master its name servers name."""
         cfg = self.broker_config
+        master_address = self.store_config.ha_master_address or None
         try:
-            self.store.start_ha(cfg.broker_ip2, port, self.store_config.ha_master_address or None)
+            self.store.start_ha(cfg.broker_ip2, port, master_address)
         except OSError as exc:
-            raise BrokerStartError(f"cannot listen for slaves on {cfg.broker_ip2}:{port} (haListenPort): "
-                                   f"{exc.strerror or exc}") from exc  # fmt: skip
+            if cfg.ha_listen_port or not port:  # a port asked for by name, or none free at all
+                raise BrokerStartError(f"cannot listen for slaves on {cfg.broker_ip2}:{port} (haListenPort): "
+                                       f"{exc.strerror or exc}") from exc  # fmt: skip
+            # listenPort + 1 by default only: slaves learn the port from the name servers (haServerAddr).
+            log.warning("port %d (listenPort + 1) is taken (%s): listening for slaves on another port, announced "
+                        "to the name servers; set haListenPort to choose one", port, exc.strerror or exc)  # fmt: skip
+            self.store.start_ha(cfg.broker_ip2, 0, master_address)
         if self.store.ha_service is not None:
             cfg.ha_listen_port = self.store.ha_service.port
 
@@ -409,6 +418,12 @@ class BrokerController:
                 if not self._register_pending:
                     break
 
+    async def _find_master(self) -> None:
+        """A slave that registered before its master knows no master until a name server names it: it asks again
+        every few seconds instead of at the next periodic registration (30 s; Java waits for that)."""
+        if self.slave_synchronize.master_addr is None:
+            await self.register_broker_all()
+
     def _on_registered(self, answer: RemotingCommand) -> None:
         """A name server's answer to REGISTER_BROKER: a slave learns its master's addresses from it (the HA one
         unless ``haMasterAddress`` is set, and the remoting one for :class:`SlaveSynchronize`)."""
@@ -489,9 +504,8 @@ class BrokerController:
         refused = self.timer_message_service.transform(msg)
         if refused is not None:
             return refused
-        if not self.store.waits_after_append:
-            return self.store.put_message(msg)  # appends and returns: no future, no thread handoff
-        return self._put_result(self.store.put_message_async(msg))
+        put = self.store.put_message_then(msg)  # appended now; a wait for the flush or a slave comes back
+        return put if isinstance(put, PutMessageResult) else self._counted(put)
 
     def put_message_sync(self, msg: MessageExt) -> PutMessageResult:
         """:meth:`put_message` from a service thread (delay and timer delivery): blocks until stored (and, under
@@ -509,17 +523,14 @@ class BrokerController:
                          ) -> PutMessageResult | Awaitable[PutMessageResult]:  # fmt: skip
         """A producer batch, as :meth:`put_message_now` stores one message."""
         batch = msgs if isinstance(msgs, MessageExtBatch) else list(msgs)
-        if not self.store.waits_after_append:
-            return self.store.put_messages(batch)
-        return self._put_result(self.store.put_messages_async(batch))
+        put = self.store.put_messages_then(batch)
+        return put if isinstance(put, PutMessageResult) else self._counted(put)
 
-    async def _put_result(self, future: concurrent.futures.Future[PutMessageResult]) -> PutMessageResult:
-        """The put's result; under SYNC_FLUSH it comes once the group commit has it on disk."""
-        if future.done():
-            return future.result()
+    async def _counted(self, put: Awaitable[PutMessageResult]) -> PutMessageResult:
+        """A put's wait for its flush (or its slave), counted in ``pending_puts`` meanwhile."""
         self.pending_puts += 1
         try:
-            return await asyncio.wrap_future(future)
+            return await put
         finally:
             self.pending_puts -= 1
 

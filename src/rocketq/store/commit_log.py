@@ -516,8 +516,9 @@ class CommitLog:
                 return False
             pos = mf.wrote_position
             if mf.file_from_offset + pos != start_offset or pos + n > mf.file_size:
-                log.error("slave append of %d bytes at %d refused: this commit log ends at %d of file %s", n,
-                          start_offset, mf.file_from_offset + pos, mf.path.name)  # fmt: skip
+                log.error("slave append of %d bytes at %d refused: this commit log ends at %d of file %s (is "
+                          "mappedFileSizeCommitLog the master's, %d here?)", n, start_offset, mf.file_from_offset + pos,
+                          mf.path.name, self.file_size)  # fmt: skip
                 return False
             mf.mm[pos : pos + n] = data
             mf.wrote_position = mf.committed_position = pos + n
@@ -609,6 +610,19 @@ class CommitLog:
         if mf is None:
             return None
         return mf, offset % self.file_size
+
+    def is_partial_tail(self, offset: int) -> bool:
+        """Whether the record at *offset* is the last file's last and not all there yet: its length runs past what
+        is written (a slave between two frames of its master)."""
+        mf = self.mapped_file_queue.last()
+        if mf is None or mf.mm is None or not mf.file_from_offset <= offset < mf.file_from_offset + mf.read_position():
+            return False
+        pos = offset - mf.file_from_offset
+        end = mf.read_position()
+        if end - pos < 4:
+            return True
+        (size,) = _I32.unpack_from(mf.mm, pos)
+        return pos + size > end
 
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
         if offset < self.get_min_offset():

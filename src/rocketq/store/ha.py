@@ -29,6 +29,7 @@ slave. Socket calls let go of the GIL; the data is sent from the commit log's ma
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import heapq
 import itertools
@@ -61,6 +62,8 @@ WRITER_IDLE_WAIT_S = 0.01
 #: Seconds between a slave's attempts to reach its master (Java: 5 s).
 RECONNECT_WAIT_S = 5.0
 CONNECT_TIMEOUT_S = 3.0
+#: How often puts waiting on a slave (asyncio) look at their deadlines when no acknowledgement comes.
+ROUND_TICK_S = 0.05
 
 
 def parse_address(addr: str) -> tuple[str, int]:
@@ -169,6 +172,8 @@ class HAService:
         self._lock = threading.Lock()
         self.push2slave_max_offset = 0
         self._waiters = _TransferWaiters()
+        # Per event loop: the future its waiting puts share until the next acknowledgement (wait_transferred).
+        self._loop_rounds: dict[asyncio.AbstractEventLoop, tuple[asyncio.Future[None], asyncio.TimerHandle]] = {}
         self._data = threading.Condition()  # writers waiting for data wait on it
         self._server: socket.socket | None = None
         self._stopped = threading.Event()
@@ -244,10 +249,50 @@ class HAService:
             master_put_where - self.push2slave_max_offset < self.store.config.ha_slave_fallbehind_max  # fmt: skip
 
     def notify_transfer_some(self, offset: int) -> None:
-        """A slave acknowledged everything below *offset*."""
+        """A slave acknowledged everything below *offset*: every waiting put it covers is answered (one hand-over
+        to each event loop with waiting puts, whatever their number)."""
         if offset > self.push2slave_max_offset:
             self.push2slave_max_offset = offset
             self._waiters.acknowledged(offset)
+            if self._loop_rounds:
+                with self._lock:
+                    rounds, self._loop_rounds = self._loop_rounds, {}
+                for loop, (fut, timer) in rounds.items():
+                    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits there any more
+                        loop.call_soon_threadsafe(_end_round, fut, timer)
+
+    async def wait_transferred(self, next_offset: int, timeout_s: float) -> PutMessageStatus:
+        """For asyncio code: ``submitReplicaRequest`` without a future of its own per put. PUT_OK once a slave
+        holds everything below *next_offset*; ``SLAVE_NOT_AVAILABLE`` at once without a slave that is near
+        enough; ``FLUSH_SLAVE_TIMEOUT`` after *timeout_s* (checked every ``ROUND_TICK_S`` at least)."""
+        if self.push2slave_max_offset >= next_offset:
+            return PutMessageStatus.PUT_OK
+        if not self.is_slave_ok(next_offset):
+            return PutMessageStatus.SLAVE_NOT_AVAILABLE
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        self.wakeup_all()
+        while True:
+            with self._lock:
+                current = self._loop_rounds.get(loop)
+                if current is None:
+                    fut = loop.create_future()
+                    self._loop_rounds[loop] = (fut, loop.call_later(ROUND_TICK_S, _tick_round, self, loop, fut))
+                else:
+                    fut = current[0]
+            if self.push2slave_max_offset >= next_offset:  # acknowledged before the round was in place
+                return PutMessageStatus.PUT_OK
+            await fut
+            if self.push2slave_max_offset >= next_offset:
+                return PutMessageStatus.PUT_OK
+            if loop.time() >= deadline:
+                return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+
+    def _drop_round(self, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None]) -> None:
+        with self._lock:
+            current = self._loop_rounds.get(loop)
+            if current is not None and current[0] is fut:
+                del self._loop_rounds[loop]
 
     def wakeup_all(self) -> None:
         """New data for the writers (``WaitNotifyObject.wakeupAll``)."""
@@ -276,6 +321,20 @@ class HAService:
         """What ``brokerStatus`` shows of replication (4.9's ``DefaultMessageStore.getRuntimeInfo``)."""
         return {"haConnectionCount": str(self.connection_count),
                 "haPush2SlaveMaxOffset": str(self.push2slave_max_offset)}  # fmt: skip
+
+
+def _end_round(fut: asyncio.Future[None], timer: asyncio.TimerHandle) -> None:
+    """In the loop's thread: an acknowledgement came; the puts waiting on *fut* look again."""
+    timer.cancel()
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _tick_round(service: HAService, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None]) -> None:
+    """No acknowledgement for a tick: the waiting puts look at their deadlines (and wait on a new round)."""
+    service._drop_round(loop, fut)
+    if not fut.done():
+        fut.set_result(None)
 
 
 class HAConnection:

@@ -4,8 +4,8 @@ Opens a store directory (``storePathRootDir``) laid out exactly as RocketMQ
 lays it out, recovers it, and serves puts and reads (store-format §1, §10, §11):
 
 - ``put_message`` / ``put_messages`` append to the :class:`CommitLog` (under
-  SYNC_FLUSH they wait for the group commit; ``aput_message`` and
-  ``put_message_async`` wait without blocking);
+  SYNC_FLUSH they wait for the group commit; ``aput_message``,
+  ``put_message_then`` and ``put_message_async`` wait without blocking);
 - the reput service (:class:`ReputMessageService`, a thread) follows the commit
   log and dispatches the records, a batch at a time, to their
   :class:`ConsumeQueue` and to the :class:`IndexService`
@@ -18,7 +18,10 @@ lays it out, recovers it, and serves puts and reads (store-format §1, §10, §1
   waiters without two thread hand-overs;
 - ``get_message`` reads a queue through its consume-queue units and returns the
   raw records, with RocketMQ's statuses and next/min/max offsets;
-- ``query_message`` looks keys up through the index.
+- ``query_message`` looks keys up through the index;
+- replication (:mod:`rocketq.store.ha`, started by ``start_ha``): a master streams its commit log to slaves and,
+  as ``SYNC_MASTER``, answers a put once a slave holds it; a slave (``brokerRole=SLAVE``) refuses puts and
+  appends what its master sends (``append_to_commit_log``), dispatched like its own records.
 
 Life cycle as in RocketMQ 4.9: ``lock`` is held with a POSIX record lock while
 the store is open; ``abort`` exists while it runs and is removed by a clean
@@ -28,7 +31,6 @@ close, so its presence at the next open means abnormal recovery. A store opened
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import itertools
 import logging
@@ -256,7 +258,14 @@ class ReputMessageService:
             self._wake.set()
 
     def behind(self) -> int:
-        return self.store.commit_log.get_max_offset() - self.reput_from_offset
+        """Bytes appended and not dispatched yet. A slave's log may end inside a record (its master's frames do
+        not follow records): that part of a record is not behind, it waits for the rest."""
+        cl = self.store.commit_log
+        behind = cl.get_max_offset() - self.reput_from_offset
+        if 0 < behind < cl.file_size and self.store.config.broker_role == "SLAVE" and \
+                cl.is_partial_tail(self.reput_from_offset):  # fmt: skip
+            return 0
+        return behind
 
     def _run(self) -> None:
         stuck = False  # the last round made no progress (say at a record that cannot be read)
@@ -1153,19 +1162,45 @@ class MessageStore:
         if flushed is not None:  # awaited here, not in a coroutine of its own: one frame fewer to resume a put
             _set_flush_status(result, await flushed)
         if self.config.broker_role == "SYNC_MASTER" and result.status is PutMessageStatus.PUT_OK:
-            await asyncio.wrap_future(self._transfer_future(result))
+            result.status = await self._transferred(result)
         return result
 
     async def aput_messages(self, msgs: list[MessageExt | Message] | MessageExtBatch,
                             queue_id: int | None = None) -> PutMessageResult:  # fmt: skip
         """:meth:`put_messages` for asyncio code (see :meth:`aput_message`)."""
+        return await self._settled(self._append_batch(msgs, queue_id))
+
+    def put_message_then(self, msg: MessageExt | Message, queue_id: int | None = None,
+                         ) -> PutMessageResult | Coroutine[Any, Any, PutMessageResult]:  # fmt: skip
+        """For an event loop that must append now, in its order, and wait later: the result when it is final at
+        once, else a coroutine that ends with it once flushed (SYNC_FLUSH) and held by a slave (SYNC_MASTER)."""
+        result = self._append(msg, queue_id)
+        return self._settled(result) if self._waits_for(result) else result
+
+    def put_messages_then(self, msgs: list[MessageExt | Message] | MessageExtBatch, queue_id: int | None = None,
+                          ) -> PutMessageResult | Coroutine[Any, Any, PutMessageResult]:  # fmt: skip
+        """:meth:`put_message_then` of a producer batch."""
         result = self._append_batch(msgs, queue_id)
+        return self._settled(result) if self._waits_for(result) else result
+
+    def _waits_for(self, result: PutMessageResult) -> bool:
+        return result.ok and (self._sync_flush or self.config.broker_role == "SYNC_MASTER")
+
+    async def _settled(self, result: PutMessageResult) -> PutMessageResult:
+        """*result* once flushed and replicated as the store's modes ask (asyncio)."""
         flushed = self._flushed(result)
         if flushed is not None:
             _set_flush_status(result, await flushed)
         if self.config.broker_role == "SYNC_MASTER" and result.status is PutMessageStatus.PUT_OK:
-            await asyncio.wrap_future(self._transfer_future(result))
+            result.status = await self._transferred(result)
         return result
+
+    async def _transferred(self, result: PutMessageResult) -> PutMessageStatus:
+        """A SYNC_MASTER put, stored: its status once a slave holds its records (asyncio)."""
+        ha = self.ha_service
+        if ha is None:
+            return PutMessageStatus.SLAVE_NOT_AVAILABLE
+        return await ha.wait_transferred(result.wrote_offset + result.wrote_bytes, self.config.slave_timeout / 1000)
 
     def _flushed(self, result: PutMessageResult) -> Coroutine[Any, Any, PutMessageStatus] | None:
         """For asyncio code under SYNC_FLUSH: the wait for the group commit round that covers *result*'s record
@@ -1218,11 +1253,6 @@ class MessageStore:
 
         fut.add_done_callback(flushed)
         return replicated
-
-    @property
-    def waits_after_append(self) -> bool:
-        """Whether a put's answer waits after its append: for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER)."""
-        return self._sync_flush or self.config.broker_role == "SYNC_MASTER"
 
     # --- replication (store/ha.py) -------------------------------------------------------------
     def _transfer_future(self, result: PutMessageResult) -> Future[PutMessageResult]:
