@@ -24,7 +24,7 @@ once when no slave is connected or the slaves are ``haSlaveFallbehindMax`` (256 
 refuses puts (``SERVICE_NOT_AVAILABLE``).
 
 Threads, as in Java: one accepting on the master, a reader and a writer for each slave connection, one on the
-slave. Socket calls let go of the GIL; the data is sent from the commit log's mapping without a copy.
+slave. Socket calls let go of the GIL.
 """
 
 from __future__ import annotations
@@ -459,14 +459,13 @@ class HAConnection:
                 if mf.file_from_offset + pos == next_offset:
                     size = min(batch, mf.read_position() - pos)
             if size > 0:
-                mm = mf.mm
-                if mm is None:  # the file was closed under us (deleted by retention): look again
-                    continue
-                view = memoryview(mm)[pos : pos + size]
                 try:
-                    _send_all(sock, [_HEADER.pack(next_offset, size), view])
-                finally:
-                    view.release()
+                    # A copy (at most a batch), not a view: a send that blocks on a slow slave must not keep the
+                    # mapping of a file retention deletes meanwhile from being closed.
+                    data = mf.mm[pos : pos + size]
+                except (TypeError, ValueError):  # closed under us (deleted by retention): look again
+                    continue
+                _send_all(sock, [_HEADER.pack(next_offset, size), data])
                 next_offset += size
                 last_write = _now_ms()
                 continue
