@@ -213,3 +213,36 @@ def test_a_taken_default_ha_port_falls_back_to_a_free_one_an_asked_for_one_fails
         pytest.skip("no free broker port next to a taken one")
 
     run(scenario(), 60)
+
+
+def test_slave_read_enable_steers_consumers_to_the_slave_and_back(tmp_path: Path) -> None:
+    """``slaveReadEnable``: a master whose reader is far behind (``accessMessageInMemoryMaxRatio=0``: every pull
+    is "far") suggests the group's ``whichBrokerWhenConsumeSlowly`` (1); the client's next pull goes to the slave,
+    which, reading normally, sends it back to the group's ``brokerId`` (0)."""
+
+    async def scenario() -> None:
+        async with _namesrv() as namesrv, \
+                running_broker(tmp_path / "m", namesrvAddr=namesrv.address, slaveReadEnable="true",
+                               accessMessageInMemoryMaxRatio="0") as master, \
+                running_broker(tmp_path / "s", namesrvAddr=namesrv.address, brokerRole="SLAVE", brokerId="1",
+                               slaveReadEnable="true") as slave:  # fmt: skip
+            config = ClientConfig(namesrv_addr=namesrv.address)
+            async with Producer("HaReadPG", config=config) as producer:
+                for i in range(24):  # at least two in each queue
+                    r = await producer.send(Message(TOPIC, b"r%d" % i, 0, {}))
+                    assert r.status is SendStatus.SEND_OK
+            await _until(lambda: slave.store.get_max_phy_offset() == master.store.get_max_phy_offset())
+            assert await asyncio.to_thread(slave.store.wait_dispatched, 5.0)
+            await slave.slave_synchronize.sync_all()  # the topic's config, as the 10 s sync would bring it
+            async with PullConsumer("HaReadCG", config=config) as consumer:
+                mq = next(q for q in await consumer.fetch_subscribe_message_queues(TOPIC)
+                          if master.store.get_max_offset_in_queue(TOPIC, q.queue_id) >= 2)  # fmt: skip
+                first = await consumer.pull(mq, "*", 0, 1)
+                assert first.status is PullStatus.FOUND and first.suggest_which_broker_id == 1
+                before = slave.stats.get_total
+                second = await consumer.pull(mq, "*", first.next_begin_offset, 1)
+                assert second.status is PullStatus.FOUND
+                assert slave.stats.get_total == before + 1  # served by the slave
+                assert second.suggest_which_broker_id == 0  # which sends the next pull back to the master
+
+    run(scenario(), 60)

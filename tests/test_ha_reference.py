@@ -24,6 +24,7 @@ from typing import TypeVar
 import pytest
 
 from reference_support import (
+    JAVA_DIR,
     SCRIPT,
     reference_env,
     reference_ports,
@@ -62,15 +63,20 @@ def _wait(cond: object, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-async def _send_all(namesrv: str) -> None:
-    """Once a slave acknowledges (SLAVE_NOT_AVAILABLE until then: a Java slave first reports 5 s after it
-    connects), COUNT sends to the SYNC_MASTER, each SEND_OK."""
-    # The master's slaveTimeout (3 s) is the client's default send timeout: probes wait longer.
-    async with Producer("HaRefPG", config=ClientConfig(namesrv_addr=namesrv), send_timeout=10) as producer:
+async def _wait_replicating(namesrv: str, topic: str) -> None:
+    """Until a slave acknowledges: probes to the SYNC_MASTER, SLAVE_NOT_AVAILABLE until then (a Java slave first
+    reports 5 s after it connects). Its slaveTimeout (3 s) is the client's default send timeout: they wait longer."""
+    async with Producer("HaRefProbe", config=ClientConfig(namesrv_addr=namesrv), send_timeout=10) as producer:
         deadline = time.monotonic() + 60
-        while (await producer.send(Message(TOPIC, b"probe", 0, {}))).status is not SendStatus.SEND_OK:
+        while (await producer.send(Message(topic, b"probe", 0, {}))).status is not SendStatus.SEND_OK:
             assert time.monotonic() < deadline, "no slave acknowledged within 60 s"
             await asyncio.sleep(0.5)
+
+
+async def _send_all(namesrv: str) -> None:
+    """Once a slave acknowledges, COUNT sends to the SYNC_MASTER, each SEND_OK."""
+    await _wait_replicating(namesrv, TOPIC)
+    async with Producer("HaRefPG", config=ClientConfig(namesrv_addr=namesrv)) as producer:
         for i in range(COUNT):
             r = await producer.send(Message(TOPIC, b"%05d" % i * 60, 0, {"KEYS": f"hk{i}"}))
             assert r.status is SendStatus.SEND_OK, r
@@ -178,3 +184,30 @@ def test_rocketq_slave_of_a_rocketmq_master(tmp_path: Path) -> None:
             assert asyncio.run(read_through_namesrv()) == {b"%05d" % i for i in range(COUNT)}
         _same_commit_log(master, tmp_path / "s")
         assert _max_offset(tmp_path / "s") == _max_offset(master)
+
+
+@pytest.mark.timeout(600)
+def test_java_client_against_a_rocketq_master_and_slave(tmp_path: Path) -> None:
+    """The Java client 4.9.4 against a rocketq name server, SYNC_MASTER and slave, as separate processes: its sends
+    answered SEND_OK (the slave holds them), then, with the master stopped, every message pulled from the slave."""
+    env = reference_env(tmp_path / "rmq")
+    script(env, "compile-client", str(JAVA_DIR))
+    ns_port, master_port = reference_ports()
+    slave_port = reference_ports()[1]
+    ns = f"127.0.0.1:{ns_port}"
+    common = dict(brokerClusterName="DefaultCluster", brokerName="broker-a", brokerIP1="127.0.0.1",
+                  brokerIP2="127.0.0.1", namesrvAddr=ns, **SMALL)  # fmt: skip
+    master = _conf(tmp_path / "master.conf", brokerRole="SYNC_MASTER", listenPort=str(master_port),
+                   storePathRootDir=str(tmp_path / "m"), **common)  # fmt: skip
+    slave = _conf(tmp_path / "slave.conf", brokerRole="SLAVE", brokerId="1", listenPort=str(slave_port),
+                  storePathRootDir=str(tmp_path / "s"), **common)  # fmt: skip
+    with rocketq_process(["namesrv", "-p", str(ns_port)], ns_port), \
+            rocketq_process(["broker", "-c", str(slave)], slave_port):  # fmt: skip
+        with rocketq_process(["broker", "-c", str(master)], master_port):
+            asyncio.run(_wait_replicating(ns, "HaProbeT"))
+            out = script(env, "java-client", "ClientCompatCheck", ns, "hasend", timeout=300)
+            assert "RESULT hasend bad=0" in out, out[-4000:]
+            topics = tmp_path / "s" / "config" / "topics.json"
+            _wait(lambda: topics.exists() and "HaJavaT" in topics.read_text(), 30, "the slave's topic sync")
+        out = script(env, "java-client", "ClientCompatCheck", ns, "haread", timeout=300)
+        assert "RESULT haread bad=0" in out, out[-4000:]

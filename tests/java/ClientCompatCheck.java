@@ -877,6 +877,41 @@ public class ClientCompatCheck {
         p.shutdown();
     }
 
+    // Master/slave (run against a SYNC_MASTER with a slave, then, with the master stopped, against the slave alone):
+    // "hasend" sends HA_COUNT messages, each answered SEND_OK only once the slave holds it; "haread" pulls them all
+    // back through the route that names only the slave (DefaultMQPullConsumer falls back to it).
+    static final String HA_TOPIC = "HaJavaT";
+    static final int HA_COUNT = 60;
+
+    static void haSend() throws Exception {
+        DefaultMQProducer p = producer("pg_ha");
+        p.setRetryAnotherBrokerWhenNotStoreOK(false);
+        for (int i = 0; i < HA_COUNT; i++) {
+            SendResult r = p.send(new Message(HA_TOPIC, "TagH", "ha" + i, ("ha-body-" + i).getBytes(StandardCharsets.UTF_8)));
+            check(r.getSendStatus() == SendStatus.SEND_OK, "SYNC_MASTER send with a slave " + r);
+        }
+        p.shutdown();
+    }
+
+    static void haRead() throws Exception {
+        DefaultMQPullConsumer c = new DefaultMQPullConsumer("cg_ha" + run);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("c_ha" + run);
+        c.start();
+        Set<String> bodies = new HashSet<>();
+        for (MessageQueue mq : c.fetchSubscribeMessageQueues(HA_TOPIC)) {
+            long off = 0;
+            while (true) {
+                PullResult r = c.pull(mq, "*", off, 16);
+                if (r.getPullStatus() != PullStatus.FOUND) break;
+                for (MessageExt m : r.getMsgFoundList()) bodies.add(new String(m.getBody(), StandardCharsets.UTF_8));
+                off = r.getNextBeginOffset();
+            }
+        }
+        check(bodies.size() == HA_COUNT, "read back from the slave: " + bodies.size() + " of " + HA_COUNT);
+        c.shutdown();
+    }
+
     public static void main(String[] args) throws Exception {
         ns = args[0];
         List<String> sections = new ArrayList<>(Arrays.asList(args).subList(1, args.length));
@@ -905,6 +940,8 @@ public class ClientCompatCheck {
                     case "request": request(); break;
                     case "sql": sql(); break;
                     case "acl": acl(); break;
+                    case "hasend": haSend(); break;
+                    case "haread": haRead(); break;
                     default:
                         if (s.startsWith("hold")) {
                             hold(Integer.parseInt(s.substring(4)));
