@@ -894,6 +894,15 @@ class _Verifier:
                         self._tail_problem(offset, f"commit log: body CRC mismatch in the record at {offset}")
                         info = plain
                     else:
+                        written = len(mm[pos : pos + total].rstrip(b"\0"))
+                        if written < total and self._nonzero_at(mm, pos + total, size) < 0:
+                            # The log ends inside this record: nothing but zeros from there on.
+                            self.notes.append(
+                                f"commit log: the record at {offset} is cut short where the log ends ({written} of "
+                                f"its {total} bytes written): a slave stopped between two frames of its master, or "
+                                f"an append cut by a crash; recovery drops it (a slave's master sends it again)"
+                            )
+                            break
                         self._tail_problem(
                             offset,
                             f"commit log: record at {offset}: its field lengths do not "
