@@ -17,6 +17,7 @@ from broker_support import HOST, client_of, run, running_broker, send_v2
 from rocketq.broker.broker_config import BrokerConfigError, broker_config_from_properties
 from rocketq.broker.broker_controller import BrokerController, BrokerStartError
 from rocketq.client.client_config import ClientConfig
+from rocketq.client.message_queue import MessageQueue
 from rocketq.client.producer import Producer
 from rocketq.client.pull_consumer import PullConsumer
 from rocketq.client.pull_result import PullStatus
@@ -91,6 +92,7 @@ async def _scenario(namesrv: NamesrvController, master: BrokerController, slave:
     await _until(lambda: slave.store.get_max_phy_offset() == master.store.get_max_phy_offset())
     assert await asyncio.to_thread(slave.store.wait_dispatched, 5.0)
     # Both are in the topic's route, under one name.
+    await _until(lambda: namesrv.routes.route_data(TOPIC) is not None)  # registered in the background
     route = namesrv.routes.route_data(TOPIC)
     assert route is not None
     (data,) = route["brokerDatas"]
@@ -234,9 +236,11 @@ def test_slave_read_enable_steers_consumers_to_the_slave_and_back(tmp_path: Path
             await _until(lambda: slave.store.get_max_phy_offset() == master.store.get_max_phy_offset())
             assert await asyncio.to_thread(slave.store.wait_dispatched, 5.0)
             await slave.slave_synchronize.sync_all()  # the topic's config, as the 10 s sync would bring it
+            await _until(lambda: namesrv.routes.route_data(TOPIC) is not None)  # registered in the background
+            queue_id = max(range(8), key=lambda q: master.store.get_max_offset_in_queue(TOPIC, q))
+            assert master.store.get_max_offset_in_queue(TOPIC, queue_id) >= 2
+            mq = MessageQueue(TOPIC, "broker-a", queue_id)
             async with PullConsumer("HaReadCG", config=config) as consumer:
-                mq = next(q for q in await consumer.fetch_subscribe_message_queues(TOPIC)
-                          if master.store.get_max_offset_in_queue(TOPIC, q.queue_id) >= 2)  # fmt: skip
                 first = await consumer.pull(mq, "*", 0, 1)
                 assert first.status is PullStatus.FOUND and first.suggest_which_broker_id == 1
                 before = slave.stats.get_total
