@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_servers import write_report  # a sibling script: the benches run from this directory
 from rocketq.common.message import Message
 from rocketq.store.commit_log import PutMessageStatus
 from rocketq.store.message_store import MessageStore
@@ -201,9 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         x = f"{r['x_async']:.2f}" if "x_async" in r else "-"
         print(" | ".join([r["role"], str(r["writers"]), f"{r['puts_per_s']:,.0f}", x, f"{r['p50_ms']:.3f}",
                           f"{r['p99_ms']:.3f}", ", ".join(f"{k} {v}" for k, v in sorted(r["statuses"].items()))]))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
-    print(f"wrote {args.out}")
+    write_report(args.out, "ha_bench", results)
     return 0
 
 
