@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,6 +31,16 @@ SMALL_STORE = {
     "maxHashSlotNum": "1000",
     "maxIndexNum": "4000",
 }
+
+
+def port_free(port: int) -> bool:
+    """Whether nothing holds *port* of 127.0.0.1 now."""
+    with socket.socket() as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
 
 
 def run(coro: Coroutine[Any, Any, _T], timeout: float = 30.0) -> _T:

@@ -15,20 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from broker_support import port_free
 from conftest import GOLDEN
 
 RMQ_HOME = os.environ.get("RMQ_HOME")
 SCRIPT = Path(os.environ.get("ROCKETQ_REFERENCE", GOLDEN.parent / "reference")) / "rmq-reference.sh"
 JAVA_DIR = Path(__file__).resolve().parent / "java"
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def reference_ports() -> tuple[int, int]:
@@ -37,7 +29,7 @@ def reference_ports() -> tuple[int, int]:
 
     for _ in range(200):
         ns, broker = random.randrange(21000, 29000), random.randrange(31000, 39000)
-        if all(_port_free(p) for p in (ns, broker, broker - 2, broker + 1)):
+        if all(port_free(p) for p in (ns, broker, broker - 2, broker + 1)):
             return ns, broker
     raise RuntimeError("no free ports for the reference RocketMQ")
 

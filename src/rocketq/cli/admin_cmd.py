@@ -397,6 +397,17 @@ async def delete_topic(admin: MQAdmin, args: argparse.Namespace) -> None:
     print(f"delete topic [{topic}] from NameServer success.")
 
 
+async def _per_broker(admin: MQAdmin, args: argparse.Namespace,
+                      fetch: Callable[[str], Awaitable[dict[str, str]]]) -> dict[str, dict[str, str]]:  # fmt: skip
+    """*fetch* of each broker that ``-b`` / ``-c`` name, by address; with ``--json`` they are printed here and
+    nothing is returned for a table."""
+    tables = {addr: await fetch(addr) for addr in await admin.broker_addrs(args.cluster, args.broker_addr)}
+    if args.json:
+        _emit_json(tables)
+        return {}
+    return tables
+
+
 @options("brokerStatus")
 def _broker_status_options(p: argparse.ArgumentParser) -> None:
     _broker_or_cluster(p, "runtime figures", every="every broker")
@@ -405,11 +416,7 @@ def _broker_status_options(p: argparse.ArgumentParser) -> None:
 @verb("brokerStatus", "Show a broker's runtime figures (GET_BROKER_RUNTIME_INFO).",
       "rocketq admin -n 127.0.0.1:9876 brokerStatus -b 127.0.0.1:10911")  # fmt: skip
 async def broker_status(admin: MQAdmin, args: argparse.Namespace) -> None:
-    addrs = await admin.broker_addrs(args.cluster, args.broker_addr)
-    tables = {addr: await admin.broker_runtime_info(addr) for addr in addrs}
-    if args.json:
-        _emit_json(tables)
-        return
+    tables = await _per_broker(admin, args, admin.broker_runtime_info)
     for addr, kv in tables.items():
         for k, v in kv.items():
             if args.cluster:
@@ -673,12 +680,7 @@ def _get_broker_config_options(p: argparse.ArgumentParser) -> None:
 @verb("getBrokerConfig", "Show a broker's settings.",
       "rocketq admin -n 127.0.0.1:9876 getBrokerConfig -b 127.0.0.1:10911")  # fmt: skip
 async def get_broker_config(admin: MQAdmin, args: argparse.Namespace) -> None:
-    addrs = await admin.broker_addrs(args.cluster, args.broker_addr)
-    configs = {addr: await admin.broker_config(addr) for addr in addrs}
-    if args.json:
-        _emit_json(configs)
-        return
-    for addr, config in configs.items():
+    for addr, config in (await _per_broker(admin, args, admin.broker_config)).items():
         print(f"============{addr}============")
         for key in sorted(config):
             print(f"{key:<50}=  {config[key]}")

@@ -262,7 +262,7 @@ class ReputMessageService:
         not follow records): that part of a record is not behind, it waits for the rest."""
         cl = self.store.commit_log
         behind = cl.get_max_offset() - self.reput_from_offset
-        if 0 < behind < cl.file_size and self.store.config.broker_role == "SLAVE" and \
+        if 0 < behind < cl.file_size and self.store._slave and \
                 cl.is_partial_tail(self.reput_from_offset):  # fmt: skip
             return 0
         return behind
@@ -485,6 +485,8 @@ class MessageStore:
         # background services, and what recovery did.
         self.running_flags = RunningFlags()
         self._sync_flush = self.config.flush_disk_type == SYNC_FLUSH  # puts wait for the flush
+        self._sync_master = self.config.broker_role == "SYNC_MASTER"  # puts wait for a slave (store/ha.py)
+        self._slave = self.config.broker_role == "SLAVE"  # puts are refused: the master's log is copied in
         self.services: StoreServices | None = None
         # Master/slave replication (store/ha.py), started by start_ha: the master's service, the slave's client.
         self.ha_service: HAService | None = None
@@ -1039,7 +1041,7 @@ class MessageStore:
         (``checkStoreStatus`` + ``checkMessage``), or None."""
         if self.read_only or self._closed:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not open for writing")
-        if self.config.broker_role == "SLAVE":
+        if self._slave:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     error="message store is slave mode, so putMessage is forbidden")  # fmt: skip
         if self.running_flags.flag_bits & NOT_WRITEABLE_BITS:
@@ -1126,7 +1128,7 @@ class MessageStore:
         result = self._append(msg, queue_id)
         if self._sync_flush:
             result = self._wait_flushed(result)
-        return self._wait_transferred(result) if self.config.broker_role == "SYNC_MASTER" else result
+        return self._wait_transferred(result) if self._sync_master else result
 
     def put_messages(self, msgs: list[MessageExt | Message] | MessageExtBatch,
                      queue_id: int | None = None) -> PutMessageResult:  # fmt: skip
@@ -1136,7 +1138,7 @@ class MessageStore:
         result = self._append_batch(msgs, queue_id)
         if self._sync_flush:
             result = self._wait_flushed(result)
-        return self._wait_transferred(result) if self.config.broker_role == "SYNC_MASTER" else result
+        return self._wait_transferred(result) if self._sync_master else result
 
     def put_message_async(self, msg: MessageExt | Message, queue_id: int | None = None) -> Future[PutMessageResult]:
         """:meth:`put_message` without blocking on the flush: a future of the result.
@@ -1161,7 +1163,7 @@ class MessageStore:
         flushed = self._flushed(result)
         if flushed is not None:  # awaited here, not in a coroutine of its own: one frame fewer to resume a put
             _set_flush_status(result, await flushed)
-        if self.config.broker_role == "SYNC_MASTER" and result.status is PutMessageStatus.PUT_OK:
+        if self._sync_master and result.status is PutMessageStatus.PUT_OK:
             result.status = await self._transferred(result)
         return result
 
@@ -1184,14 +1186,14 @@ class MessageStore:
         return self._settled(result) if self._waits_for(result) else result
 
     def _waits_for(self, result: PutMessageResult) -> bool:
-        return result.ok and (self._sync_flush or self.config.broker_role == "SYNC_MASTER")
+        return result.ok and (self._sync_flush or self._sync_master)
 
     async def _settled(self, result: PutMessageResult) -> PutMessageResult:
         """*result* once flushed and replicated as the store's modes ask (asyncio)."""
         flushed = self._flushed(result)
         if flushed is not None:
             _set_flush_status(result, await flushed)
-        if self.config.broker_role == "SYNC_MASTER" and result.status is PutMessageStatus.PUT_OK:
+        if self._sync_master and result.status is PutMessageStatus.PUT_OK:
             result.status = await self._transferred(result)
         return result
 
@@ -1238,7 +1240,7 @@ class MessageStore:
             fut.set_result(result)
         else:
             gc.submit(result.wrote_offset + result.wrote_bytes, result, fut)
-        if self.config.broker_role != "SYNC_MASTER" or not result.ok:
+        if not self._sync_master or not result.ok:
             return fut
         if fut.done():
             return self._transfer_future(fut.result())
@@ -1279,7 +1281,7 @@ class MessageStore:
         raises OSError."""
         if self.read_only or self.ha_service is not None or self.ha_client is not None:
             return
-        if self.config.broker_role == "SLAVE":
+        if self._slave:
             self.ha_client = HAClient(self, master_address or self.config.ha_master_address or None)
             self.ha_client.start()
             return
