@@ -78,7 +78,7 @@ def _wait_for_worker(ui_port: int, procs: list[subprocess.Popen[bytes]], logs: P
                 state = json.loads(r.read())
             if state.get("aliveworkers", 0) >= 1:
                 return
-        except OSError:
+        except (OSError, ValueError):  # not up yet, or its UI still answering with the HTML page: look again
             pass
         time.sleep(0.5)
     pytest.fail("the Spark worker did not register with the master in time")
@@ -89,6 +89,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = _spark_home()
     logs = tmp_path_factory.mktemp("spark-logs")
     port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    while len({port, ui, worker_ui}) < 3:  # each probe closes its socket: the same port can come back
+        ui, worker_ui = _free_port(), _free_port()
     spark_class = str(home / "bin" / "spark-class")
     commands = {
         "master": [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
