@@ -111,7 +111,7 @@ def test_slave_follows_master_from_the_start_byte_for_byte(tmp_path: Path) -> No
             _wait(lambda: slave.get_max_phy_offset() == master.get_max_phy_offset())
             _wait(lambda: master.ha_service is not None and
                   master.ha_service.push2slave_max_offset == master.get_max_phy_offset())  # fmt: skip
-            slave.wait_dispatched()
+            assert slave.wait_dispatched() and master.wait_dispatched()  # each dispatches in the background
             for q in range(4):
                 assert slave.get_max_offset_in_queue(TOPIC, q) == master.get_max_offset_in_queue(TOPIC, q) == 100
                 got = slave.get_message("g", TOPIC, q, 0, 32).messages
@@ -137,7 +137,7 @@ def test_empty_slave_starts_at_the_masters_last_file_and_resumes_after_a_restart
             slave.start_ha(master_address=addr)
             _wait(lambda: slave.get_max_phy_offset() == master.get_max_phy_offset())
             assert slave.get_min_phy_offset() == last_file
-            slave.wait_dispatched()
+            assert slave.wait_dispatched() and master.wait_dispatched()
             # Its consume queues begin where the master's queues were at that file (the units before are blank).
             for q in range(4):
                 assert slave.get_max_offset_in_queue(TOPIC, q) == master.get_max_offset_in_queue(TOPIC, q)

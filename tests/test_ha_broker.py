@@ -226,6 +226,8 @@ def test_slave_read_enable_steers_consumers_to_the_slave_and_back(tmp_path: Path
                     assert r.status is SendStatus.SEND_OK
             await _until(lambda: slave.store.get_max_phy_offset() == master.store.get_max_phy_offset())
             assert await asyncio.to_thread(slave.store.wait_dispatched, 5.0)
+            # The master's consume queues are built in the background too: the pick below reads them.
+            assert await asyncio.to_thread(master.store.wait_dispatched, 5.0)
             while slave.topic_config_manager.table.get(TOPIC) is None:  # as the 10 s sync would bring it
                 await slave.slave_synchronize.sync_all()  # (a round that timed out on a loaded machine: again)
             await _until(lambda: namesrv.routes.route_data(TOPIC) is not None)  # registered in the background
