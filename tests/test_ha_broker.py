@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from broker_support import HOST, client_of, port_free, run, running_broker, send_v2
+from rocketq.broker import broker_controller
 from rocketq.broker.broker_config import BrokerConfigError, broker_config_from_properties
 from rocketq.broker.broker_controller import BrokerController, BrokerStartError
 from rocketq.client.client_config import ClientConfig
@@ -57,7 +58,10 @@ def test_slave_role_needs_a_broker_id_and_a_master_gets_id_0() -> None:
     assert broker.broker_id == 0
 
 
-def test_master_and_slave_behind_one_name_server(tmp_path: Path) -> None:
+def test_master_and_slave_behind_one_name_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The scenario syncs the slave's metadata itself, and checks what is there before: no background round.
+    monkeypatch.setattr(broker_controller, "SLAVE_SYNC_DELAY_S", 3600.0)
+
     async def scenario() -> None:
         async with _namesrv() as namesrv:
             master_cm = running_broker(tmp_path / "m", namesrvAddr=namesrv.address)
