@@ -11,6 +11,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench,spark]'
+	# The official RocketMQ 5 (gRPC) Python client, for tests/test_grpc_proxy.py, beside the venv: its package
+	# name is the C++ core client's too (a dev extra), and the tests run it in processes of their own.
+	$(BIN)/python -m pip install --quiet --upgrade --target $(VENV)/rocketmq5-client rocketmq-python-client==5.1.2
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -97,6 +97,8 @@ class BrokerConfig:
     broker_role: str = "ASYNC_MASTER"
     default_query_max_num: int = 32
     ha_listen_port: int = 0  # 0: listenPort + 1, as BrokerStartup sets it
+    # RocketMQ 5's gRPC endpoint (rocketq.proxy; the proxy's grpcServerPort, 8081 in 5.x): -1 off, 0 any free port.
+    grpc_server_port: int = -1
     # NettyServerConfig.serverChannelMaxIdleTimeSeconds and the client expiry of ClientHousekeepingService.
     server_channel_max_idle_time_seconds: int = 120
     # The plain ACL (broker/plain_acl.py): its files are under rocketmqHome/conf (the store root when unset).
@@ -193,6 +195,9 @@ def check_role(broker: BrokerConfig) -> None:
 
 def _check_ports(broker: BrokerConfig) -> None:
     """A port a socket cannot bind is refused here, with the setting's name, rather than by ``bind``."""
+    if not -1 <= broker.grpc_server_port <= 65535:
+        raise BrokerConfigError(f"grpcServerPort: not a port (-1 for none, 0 for any, up to 65535): "
+                                f"{broker.grpc_server_port}")  # fmt: skip
     if not 0 <= broker.listen_port <= 65535:
         raise BrokerConfigError(f"listenPort: not a port (0 to 65535): {broker.listen_port}")
     if broker.listen_port and broker.vip_port <= 0:

@@ -136,6 +136,7 @@ class BrokerController:
         self._loop_dispatcher: LoopDispatcher | None = None
         #: The plain ACL's accounts while ``aclEnable`` is on (made at start).
         self.acl: PlainPermissionManager | None = None
+        self.grpc_service: Any = None  # rocketq.proxy.grpc_service.GrpcMessagingService, with grpcServerPort
 
         self.send_message_processor = SendMessageProcessor(self)
         self.reply_message_processor = ReplyMessageProcessor(self, self.send_message_processor)
@@ -245,6 +246,7 @@ class BrokerController:
             else:
                 ha_port = self.broker_config.ha_listen_port or self.broker_config.listen_port + 1
             await asyncio.to_thread(self._start_ha, ha_port)
+            await self._start_grpc()
             self._serving = True
             await self.register_broker_all()
         except BaseException:
@@ -289,6 +291,29 @@ class BrokerController:
         if self.store.ha_service is not None:
             cfg.ha_listen_port = self.store.ha_service.port
 
+    async def _start_grpc(self) -> None:
+        """RocketMQ 5's gRPC endpoint (``grpcServerPort``), for 5.x clients: rocketq.proxy."""
+        cfg = self.broker_config
+        if cfg.grpc_server_port < 0:
+            return
+        if cfg.acl_enable:
+            raise BrokerStartError("grpcServerPort: the gRPC endpoint does not check ACL yet; it cannot run with "
+                                   "aclEnable=true")  # fmt: skip
+        if self.is_slave:
+            raise BrokerStartError("grpcServerPort: a slave serves no gRPC clients (5.x's proxy sends to masters)")
+        try:
+            from rocketq.proxy.grpc_service import GrpcMessagingService
+        except ImportError as exc:
+            raise BrokerStartError(f"grpcServerPort: the gRPC endpoint needs grpcio and protobuf "
+                                   f"(pip install 'rocketq[grpc]'): {exc}") from exc  # fmt: skip
+        service = GrpcMessagingService(self)
+        try:
+            cfg.grpc_server_port = await service.start(cfg.broker_ip1, cfg.grpc_server_port)
+        except OSError as exc:
+            raise BrokerStartError(f"grpcServerPort: {exc}") from exc
+        self.grpc_service = service
+        log.info("gRPC endpoint for RocketMQ 5 clients on %s:%d", cfg.broker_ip1, cfg.grpc_server_port)
+
     def acl_home(self) -> str:
         """Where the ACL files are (``conf/plain_acl.yml``, ``conf/acl/``): ``rocketmqHome`` (``ROCKETMQ_HOME``),
         else the store's root directory."""
@@ -312,6 +337,9 @@ class BrokerController:
         await self.schedule_message_service.shutdown()
         await self.timer_message_service.shutdown()
         await self.pull_request_hold_service.shutdown()
+        if self.grpc_service is not None:
+            grpc_service, self.grpc_service = self.grpc_service, None
+            await grpc_service.stop()
         await self.remoting_server.stop()
         await self.fast_remoting_server.stop()
         if self.acl is not None:
@@ -368,6 +396,8 @@ class BrokerController:
     def _scan_not_active_channels(self) -> None:
         for conn in self.consumer_manager.scan_not_active_channel() + self.producer_manager.scan_not_active_channel():
             conn.close()
+        if self.grpc_service is not None:
+            self.grpc_service.expire_idle_clients(self.broker_config.server_channel_max_idle_time_seconds or 120)
 
     def _sample_stats(self) -> None:
         self.stats.sample()
@@ -445,7 +475,9 @@ class BrokerController:
         a pull is held on; the records of any other queue need not be told one by one."""
         if topic in (RMQ_SYS_SCHEDULE_TOPIC, TIMER_TOPIC):
             return True
-        return self.pull_request_hold_service.is_held_on(topic, queue_id)
+        grpc = self.grpc_service
+        return self.pull_request_hold_service.is_held_on(topic, queue_id) or \
+            (grpc is not None and grpc.waits_on(topic))  # fmt: skip
 
     def _on_message_arriving(self, topic: str, queue_id: int, max_offsets: Sequence[int], tags_codes: Sequence[int],
                              store_timestamps: Sequence[int],
@@ -460,6 +492,9 @@ class BrokerController:
                 self.timer_message_service.notify_parked(offset - 1, properties[i] if properties is not None else None)
         self.pull_request_hold_service.notify_messages_arriving_threadsafe(topic, queue_id, max_offsets, tags_codes,
                                                                            properties)  # fmt: skip
+        grpc = self.grpc_service
+        if grpc is not None and grpc.waits_on(topic):
+            grpc.on_arrival(topic)
 
     # --- clients --------------------------------------------------------------------------------------
     def _on_connection_closed(self, conn: RemotingConnection) -> None:

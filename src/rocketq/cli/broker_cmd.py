@@ -61,6 +61,9 @@ def register_start(groups: argparse._SubParsersAction) -> None:  # type: ignore[
                    help=f"name server port (default {DEFAULT_NAMESRV_PORT})")  # fmt: skip
     s.add_argument("--broker-port", metavar="N", type=port, default=None,
                    help=f"broker port, listenPort (default: the config's, else {DEFAULT_BROKER_PORT})")  # fmt: skip
+    s.add_argument("--grpc-port", metavar="N", type=port, default=None,
+                   help="also serve RocketMQ 5 (gRPC) clients on this port, grpcServerPort (5.x's proxy uses "
+                        "8081; needs the extra grpc: pip install 'rocketq[grpc]')")  # fmt: skip
     s.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     s.set_defaults(func=cmd_start)
 
@@ -79,8 +82,9 @@ def _describe_broker(broker: BrokerController) -> str:
     else:
         ha = f"{role} of the master its name servers name" if not broker.store_config.ha_master_address else \
             f"{role} of {broker.store_config.ha_master_address}"  # fmt: skip
+    grpc = f", RocketMQ 5 (gRPC) clients on {c.broker_ip1}:{c.grpc_server_port}" if broker.grpc_service else ""
     return (f"rocketq broker {c.broker_name} (cluster {c.broker_cluster_name}, id {c.broker_id}) listening on "
-            f"{broker.broker_addr}{vip}, store {broker.store_config.root}, {eventloop.loop_name()} loop; "
+            f"{broker.broker_addr}{vip}{grpc}, store {broker.store_config.root}, {eventloop.loop_name()} loop; "
             f"{ha}")  # fmt: skip
 
 
@@ -116,6 +120,8 @@ async def run_start(args: argparse.Namespace) -> None:
         overrides["store_path_root_dir"] = str(args.store.expanduser())
     if args.broker_port is not None:
         overrides["listen_port"] = args.broker_port
+    if args.grpc_port is not None:
+        overrides["grpc_server_port"] = args.grpc_port
     if args.config is None:
         overrides.setdefault("listen_port", DEFAULT_BROKER_PORT)
         overrides["broker_ip1"] = LOCALHOST
