@@ -16,6 +16,7 @@ import grpc
 import pytest
 
 from broker_support import run, running_broker, settle
+from js_support import node_packages
 from rocketq.broker.broker_controller import BrokerController, BrokerStartError
 from rocketq.common.codec import decode_record
 from rocketq.common.javacompat import java_string_hash
@@ -217,6 +218,41 @@ def test_the_broker_asks_a_grpc_producer_about_an_open_transaction(tmp_path: Pat
             got = await consuming
             assert seen and [m["body"] for m in got["received"]] == ["decided later"]
             assert broker.consumer_manager.consumer_table.get("CheckGroup") is None
+
+    run(scenario(), 120)
+
+
+def test_the_official_rocketmq5_nodejs_client_through_the_grpc_endpoint(tmp_path: Path) -> None:
+    """A second implementation of the protocol: rocketmq-client-nodejs (tests/js/rocketmq5_roundtrip.js)."""
+    js_dir = node_packages("rocketmq-client-nodejs")
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "b", grpcServerPort="0") as broker:
+            _topic(broker)
+            # One message from the remoting side first: the Node.js consumer gets it too, tag and keys included.
+            put = broker.store.put_message(Message(TOPIC, b"from remoting", 0, {"TAGS": "TagN", "KEYS": "r1"}), 2)
+            assert put.ok
+            endpoint = f"127.0.0.1:{broker.broker_config.grpc_server_port}"
+            proc = await asyncio.create_subprocess_exec(
+                "node", str(js_dir / "rocketmq5_roundtrip.js"), endpoint, TOPIC, "NodeGroup", "3", "4",
+                cwd=js_dir, env={**os.environ, "HOME": str(tmp_path / "home")},
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)  # fmt: skip
+            try:
+                out, err = await asyncio.wait_for(proc.communicate(), 90)
+            except TimeoutError:
+                proc.kill()
+                raise
+            assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
+            got = json.loads(out.decode().strip().splitlines()[-1])
+            assert len(got["sent"]) == 3
+            assert sorted(m["body"] for m in got["received"]) == ["from remoting", "node 0", "node 1", "node 2"]
+            node1 = next(m for m in got["received"] if m["body"] == "node 1")
+            assert node1["tag"] == "TagN" and node1["keys"] == ["node-1"] and node1["props"] == {"lang": "js"}
+            assert node1["attempt"] == 1 and node1["messageId"] == got["sent"][1]["messageId"]
+            assert next(m for m in got["received"] if m["body"] == "from remoting")["keys"] == ["r1"]
+            stored = {m.body: m for m in _stored(broker, TOPIC)}
+            assert stored[b"node 2"].properties["lang"] == "js"
+            assert stored[b"node 2"].properties["UNIQ_KEY"] == got["sent"][2]["messageId"]
 
     run(scenario(), 120)
 

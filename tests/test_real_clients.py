@@ -19,8 +19,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,6 +27,7 @@ from typing import Any
 import pytest
 
 from broker_support import HOST, run, running_broker, settle
+from js_support import node_packages
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.client.admin import AdminError, MQAdmin
 from rocketq.common.acl import SessionCredentials
@@ -37,7 +36,6 @@ from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import create_request
 
 TESTS = Path(__file__).resolve().parent
-JS_DIR = TESTS / "js"
 CLIENT_TIMEOUT_S = 60.0
 COUNT = 20
 RETRY_SEQ = 1
@@ -56,15 +54,7 @@ def _body_of(i: int) -> str:
 @pytest.fixture(scope="module")
 def ali_ons() -> Path:
     """``tests/js`` with ali-ons installed (``npm ci`` from the lock file when node_modules is missing)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.fail("node and npm are needed for the ali-ons tests (Node.js 20 is part of this machine kind)")
-    if not (JS_DIR / "node_modules" / "ali-ons" / "package.json").is_file():
-        done = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS_DIR,
-                              capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
-        if done.returncode != 0:
-            pytest.fail(f"npm ci in {JS_DIR} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return JS_DIR
+    return node_packages("ali-ons")
 
 
 #: Accounts of the ACL runs of the real clients: the client's own (no admin), and the checks' (admin).

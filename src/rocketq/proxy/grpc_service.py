@@ -359,11 +359,19 @@ class GrpcMessagingService:
                                                    "CONSUME_FROM_LAST_OFFSET", subs, notify=False)  # fmt: skip
 
     def _unregister(self, client: _Client) -> None:
+        """Out of the broker's tables: the client ended, or went silent (as the proxy unregisters it)."""
         channel, client.channel = client.channel, None
-        if channel is not None:
-            channel.close()
-            self.controller.producer_manager.do_channel_close_event(channel)
-            self.controller.consumer_manager.do_channel_close_event(channel)
+        if channel is None:
+            return
+        channel.close()
+        ctl = self.controller
+        info = ClientChannelInfo(channel, client.client_id)  # type: ignore[arg-type]
+        settings = client.settings
+        if settings is not None and settings.HasField("publishing"):
+            for topic in settings.publishing.topics:
+                ctl.producer_manager.unregister_producer(topic.name, info)
+        if client.group:
+            ctl.consumer_manager.unregister_consumer(client.group, info, notify=False)
 
     def recover_orphaned(self, client: _Client, request: RemotingCommand) -> None:
         """The broker's transaction check asks a producer about a half message: over its telemetry stream."""
