@@ -43,11 +43,18 @@ async def _official_client(endpoint: str, plan: dict[str, Any], home: Path) -> d
     """Run tests/grpc_client_script.py (the official client) with *plan*; its JSON answer."""
     assert (CLIENT_DIR / "rocketmq" / "v5").is_dir(), \
         f"the official RocketMQ 5 Python client is not in {CLIENT_DIR}: run `make install`"  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(CLIENT_DIR)}
+    return await _client_process([sys.executable, str(HERE / "grpc_client_script.py"), endpoint, json.dumps(plan)],
+                                 home, env)  # fmt: skip
+
+
+async def _client_process(argv: list[str], home: Path, env: dict[str, str] | None = None,
+                          cwd: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """Run a client program with its own ``HOME`` (clients log there), at most 90 s; the JSON of its last line."""
     home.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(CLIENT_DIR)}
-    proc = await asyncio.create_subprocess_exec(sys.executable, str(HERE / "grpc_client_script.py"), endpoint,
-                                                json.dumps(plan), stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE, env=env)  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(*argv, cwd=cwd, env={**(env or os.environ), "HOME": str(home)},
+                                                stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)  # fmt: skip
     try:
         out, err = await asyncio.wait_for(proc.communicate(), 90)
     except TimeoutError:
@@ -233,17 +240,8 @@ def test_the_official_rocketmq5_nodejs_client_through_the_grpc_endpoint(tmp_path
             put = broker.store.put_message(Message(TOPIC, b"from remoting", 0, {"TAGS": "TagN", "KEYS": "r1"}), 2)
             assert put.ok
             endpoint = f"127.0.0.1:{broker.broker_config.grpc_server_port}"
-            proc = await asyncio.create_subprocess_exec(
-                "node", str(js_dir / "rocketmq5_roundtrip.js"), endpoint, TOPIC, "NodeGroup", "3", "4",
-                cwd=js_dir, env={**os.environ, "HOME": str(tmp_path / "home")},
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)  # fmt: skip
-            try:
-                out, err = await asyncio.wait_for(proc.communicate(), 90)
-            except TimeoutError:
-                proc.kill()
-                raise
-            assert proc.returncode == 0, err.decode(errors="replace")[-3000:]
-            got = json.loads(out.decode().strip().splitlines()[-1])
+            got = await _client_process(["node", str(js_dir / "rocketmq5_roundtrip.js"), endpoint, TOPIC, "NodeGroup",
+                                         "3", "4"], tmp_path / "home", cwd=js_dir)  # fmt: skip
             assert len(got["sent"]) == 3
             assert sorted(m["body"] for m in got["received"]) == ["from remoting", "node 0", "node 1", "node 2"]
             node1 = next(m for m in got["received"] if m["body"] == "node 1")

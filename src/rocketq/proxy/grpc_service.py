@@ -237,36 +237,27 @@ class GrpcMessagingService:
         """Listen on *host*:*port* (0: any free port); the port bound."""
         import grpc  # the extra "grpc": imported only when the endpoint is asked for
 
-        handlers = {
-            "QueryRoute": grpc.unary_unary_rpc_method_handler(
-                self.query_route, pb.QueryRouteRequest.FromString, pb.QueryRouteResponse.SerializeToString),
-            "Heartbeat": grpc.unary_unary_rpc_method_handler(
-                self.heartbeat, pb.HeartbeatRequest.FromString, pb.HeartbeatResponse.SerializeToString),
-            "SendMessage": grpc.unary_unary_rpc_method_handler(
-                self.send_message, pb.SendMessageRequest.FromString, pb.SendMessageResponse.SerializeToString),
-            "QueryAssignment": grpc.unary_unary_rpc_method_handler(
-                self.query_assignment, pb.QueryAssignmentRequest.FromString,
-                pb.QueryAssignmentResponse.SerializeToString),
-            "ReceiveMessage": grpc.unary_stream_rpc_method_handler(
-                self.receive_message, pb.ReceiveMessageRequest.FromString,
-                pb.ReceiveMessageResponse.SerializeToString),
-            "AckMessage": grpc.unary_unary_rpc_method_handler(
-                self.ack_message, pb.AckMessageRequest.FromString, pb.AckMessageResponse.SerializeToString),
-            "ChangeInvisibleDuration": grpc.unary_unary_rpc_method_handler(
-                self.change_invisible_duration, pb.ChangeInvisibleDurationRequest.FromString,
-                pb.ChangeInvisibleDurationResponse.SerializeToString),
-            "ForwardMessageToDeadLetterQueue": grpc.unary_unary_rpc_method_handler(
-                self.forward_to_dead_letter_queue, pb.ForwardMessageToDeadLetterQueueRequest.FromString,
-                pb.ForwardMessageToDeadLetterQueueResponse.SerializeToString),
-            "EndTransaction": grpc.unary_unary_rpc_method_handler(
-                self.end_transaction, pb.EndTransactionRequest.FromString,
-                pb.EndTransactionResponse.SerializeToString),
-            "Telemetry": grpc.stream_stream_rpc_method_handler(
-                self.telemetry, pb.TelemetryCommand.FromString, pb.TelemetryCommand.SerializeToString),
-            "NotifyClientTermination": grpc.unary_unary_rpc_method_handler(
-                self.notify_client_termination, pb.NotifyClientTerminationRequest.FromString,
-                pb.NotifyClientTerminationResponse.SerializeToString),
-        }  # fmt: skip
+        rpcs = (  # name, kind (unary, server stream, both streams), handler, request and response types
+            ("QueryRoute", "unary", self.query_route, pb.QueryRouteRequest, pb.QueryRouteResponse),
+            ("Heartbeat", "unary", self.heartbeat, pb.HeartbeatRequest, pb.HeartbeatResponse),
+            ("SendMessage", "unary", self.send_message, pb.SendMessageRequest, pb.SendMessageResponse),
+            ("QueryAssignment", "unary", self.query_assignment, pb.QueryAssignmentRequest,
+             pb.QueryAssignmentResponse),
+            ("ReceiveMessage", "stream", self.receive_message, pb.ReceiveMessageRequest, pb.ReceiveMessageResponse),
+            ("AckMessage", "unary", self.ack_message, pb.AckMessageRequest, pb.AckMessageResponse),
+            ("ChangeInvisibleDuration", "unary", self.change_invisible_duration, pb.ChangeInvisibleDurationRequest,
+             pb.ChangeInvisibleDurationResponse),
+            ("ForwardMessageToDeadLetterQueue", "unary", self.forward_to_dead_letter_queue,
+             pb.ForwardMessageToDeadLetterQueueRequest, pb.ForwardMessageToDeadLetterQueueResponse),
+            ("EndTransaction", "unary", self.end_transaction, pb.EndTransactionRequest, pb.EndTransactionResponse),
+            ("Telemetry", "bidi", self.telemetry, pb.TelemetryCommand, pb.TelemetryCommand),
+            ("NotifyClientTermination", "unary", self.notify_client_termination,
+             pb.NotifyClientTerminationRequest, pb.NotifyClientTerminationResponse),
+        )  # fmt: skip
+        kinds = {"unary": grpc.unary_unary_rpc_method_handler, "stream": grpc.unary_stream_rpc_method_handler,
+                 "bidi": grpc.stream_stream_rpc_method_handler}  # fmt: skip
+        handlers = {name: kinds[kind](handler, request.FromString, response.SerializeToString)
+                    for name, kind, handler, request, response in rpcs}  # fmt: skip
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", 2 * MAX_MESSAGE_SIZE + (1 << 20)),
                                           ("grpc.so_reuseport", 0)])  # fmt: skip
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))

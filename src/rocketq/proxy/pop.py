@@ -190,9 +190,11 @@ class PopService:
         self._handles.pop(out.handle, None)
 
     # --- acknowledge --------------------------------------------------------------------------------------------
-    def _find(self, handle: str, now_ms: int) -> tuple[str, tuple[str, str, int, int], _QueueState | None, _Out | None]:
+    def _find(self, group: str, topic: str, handle: str, now_ms: int,
+              ) -> tuple[str, tuple[str, str, int, int], _QueueState | None, _Out | None]:  # fmt: skip
+        """What *handle* names, if it is this group's on this topic and the message is still out and hidden."""
         where = self._handles.get(handle)
-        if where is None:
+        if where is None or where[0] != group or where[1] != topic:
             return AckStatus.INVALID, ("", "", 0, 0), None, None
         state = self._queues.get(where[:3])  # type: ignore[index]
         out = state.out.get(where[3]) if state is not None else None
@@ -205,13 +207,11 @@ class PopService:
     def ack(self, group: str, topic: str, handle: str, now_ms: int) -> str:
         """Acknowledge a message (``AckMessage``): an :class:`AckStatus`."""
         with self._lock:
-            status, where, state, out = self._find(handle, now_ms)
+            status, where, state, out = self._find(group, topic, handle, now_ms)
             if status is not AckStatus.OK or state is None or out is None:
                 return status
-            if where[0] != group or where[1] != topic:
-                return AckStatus.INVALID
             self._drop(state, out)
-            self._commit(where[0], where[1], where[2], state)
+            self._commit(group, topic, where[2], state)
             return AckStatus.OK
 
     def change_invisible(self, group: str, topic: str, handle: str, invisible_ms: int, now_ms: int,
@@ -219,11 +219,9 @@ class PopService:
         """Hide a message for *invisible_ms* from now (``ChangeInvisibleDuration``): the status and its new handle,
         which replaces the old one."""
         with self._lock:
-            status, where, state, out = self._find(handle, now_ms)
+            status, where, state, out = self._find(group, topic, handle, now_ms)
             if status is not AckStatus.OK or state is None or out is None:
                 return status, None
-            if where[0] != group or where[1] != topic:
-                return AckStatus.INVALID, None
             self._handles.pop(out.handle, None)
             out.handle = self._handle(*where)
             out.deadline_ms = now_ms + invisible_ms
@@ -233,13 +231,11 @@ class PopService:
         """Take a message out of POP's hands (it goes to the dead-letter queue): the status and its commit-log
         offset."""
         with self._lock:
-            status, where, state, out = self._find(handle, now_ms)
+            status, where, state, out = self._find(group, topic, handle, now_ms)
             if status is not AckStatus.OK or state is None or out is None:
                 return status, None
-            if where[0] != group or where[1] != topic:
-                return AckStatus.INVALID, None
             self._drop(state, out)
-            self._commit(where[0], where[1], where[2], state)
+            self._commit(group, topic, where[2], state)
             return AckStatus.OK, out.commit_log_offset
 
     def has_new(self, group: str, topic: str, queue_ids: list[int], now_ms: int) -> bool:
