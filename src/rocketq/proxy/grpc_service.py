@@ -98,6 +98,8 @@ MAX_LONG_POLLING_MS = 20_000
 RECEIVE_BATCH_SIZE = 32
 MIN_INVISIBLE_MS = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
+#: What a long-polling receive leaves of the client's deadline for its answer to get there.
+POLLING_RESERVE_MS = 300
 #: How often a long-polling receive looks again without being woken: for messages whose invisible time ran out.
 POLL_STEP_S = 0.5
 #: The message types a topic without a ``message.type`` attribute takes: any, as a 4.x topic does.
@@ -840,7 +842,9 @@ class GrpcMessagingService:
         polling_ms = min(max(polling_ms, MIN_LONG_POLLING_MS), MAX_LONG_POLLING_MS)
         remaining = context.time_remaining()
         if remaining is not None:
-            polling_ms = min(polling_ms, max(0, int(remaining * 1000) - 100))  # answered before the client gives up
+            # Answered before the client gives up (the proxy keeps 100 ms, longPollingReserveTimeInMillis; a Python
+            # server on a busy machine needs more to get its answer out in time).
+            polling_ms = min(polling_ms, max(0, int(remaining * 1000) - POLLING_RESERVE_MS))
         batch = max(1, min(request.batch_size or RECEIVE_BATCH_SIZE, 1024))
         perm = topic_config.perm & self.controller.broker_config.broker_permission
         readable = topic_config.read_queue_nums if perm & 4 else 0
