@@ -12,7 +12,8 @@ The plan: ``{"produce": [message, ...], "consume": {...}, "push": {...}}``, each
   ``seconds`` (at most), ``invisible`` (s), ``await`` (long polling, s), ``ack`` (bool), ``change_to`` (s: make
   each message invisible for that long instead of acknowledging it);
 - push: a push consumer: ``group``, ``topic``, ``tag``, ``want`` (deliveries to wait for), ``seconds``, ``fail``
-  (bodies whose first delivery the listener fails), ``linger`` (s to go on after).
+  (bodies whose first delivery the listener fails), ``fail_always`` (bodies it always fails), ``linger`` (s to go
+  on after).
 """
 
 from __future__ import annotations
@@ -108,13 +109,14 @@ def main() -> int:
 
         lock = threading.Lock()
         failures = set(push.get("fail", ()))  # bodies whose first delivery fails
+        hopeless = set(push.get("fail_always", ()))  # bodies whose every delivery fails
 
         class Listener(MessageListener):
             def consume(self, message: Any) -> Any:
                 body = message.body.decode()
                 with lock:
                     out["received"].append({"body": body, "attempt": message.delivery_attempt})
-                    if body in failures:
+                    if body in failures or body in hopeless:
                         failures.discard(body)
                         return ConsumeResult.FAILURE
                 return ConsumeResult.SUCCESS

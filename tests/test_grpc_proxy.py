@@ -196,6 +196,29 @@ def test_the_official_push_consumer_retries_a_failed_message(tmp_path: Path) -> 
     run(scenario(), 120)
 
 
+def test_a_fifo_group_gets_a_message_group_in_order_and_gives_up_on_a_message_into_the_dlq(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "b", grpcServerPort="0") as broker:
+            _topic(broker)
+            # An ordered group (5.x's consumeMessageOrderly) with two attempts a message.
+            broker.subscription_group_manager.update_subscription_group_config(SubscriptionGroupConfig(
+                "FifoGroup", retry_max_times=1, extra={"consumeMessageOrderly": True}))  # fmt: skip
+            endpoint = f"127.0.0.1:{broker.broker_config.grpc_server_port}"
+            plan = {"produce": [{"topic": TOPIC, "body": f"f{i}", "group": "order-1"} for i in range(5)],
+                    "push": {"group": "FifoGroup", "topic": TOPIC, "want": 7, "fail": ["f1"], "fail_always": ["f2"],
+                             "seconds": 40, "linger": 2}}  # fmt: skip
+            got = await _official_client(endpoint, plan, tmp_path / "home")
+            assert got["errors"] == []
+            # In order: a failed message is tried again before the next one; f2 fails twice and is given up.
+            assert [m["body"] for m in got["received"]] == ["f0", "f1", "f1", "f2", "f2", "f3", "f4"]
+            await settle(broker)
+            assert [m.body for m in _stored(broker, "%DLQ%FifoGroup")] == [b"f2"]
+            offsets = broker.consumer_offset_manager.query_offsets("FifoGroup", TOPIC)
+            assert sum(offsets.values()) == 5
+
+    run(scenario(), 120)
+
+
 def test_the_broker_asks_a_grpc_producer_about_an_open_transaction(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path / "b", grpcServerPort="0", transactionTimeOut="500",
