@@ -227,7 +227,8 @@ class GrpcMessagingService:
         self.server: Any = None
         self.port = 0
         self.clients: dict[str, _Client] = {}
-        self._round_robin: dict[str, int] = {}
+        self._send_turns: dict[str, int] = {}  # by topic: the next send's queue, in turn
+        self._receive_turns: dict[tuple[str, str], int] = {}  # by group and topic: the queue a receive starts at
         self._half: dict[str, _HalfMessage] = {}  # transaction id -> its half message
         self._stopping = asyncio.Event()
         # Long-polling receives by topic, woken by the broker's arrival listener (from whichever thread dispatched).
@@ -377,7 +378,7 @@ class GrpcMessagingService:
             msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")  # fmt: skip
         self._half[transaction_id] = _HalfMessage(msg.topic, h.get_long("tranStateTableOffset"),
                                                   h.get_long("commitLogOffset"), h.get_str("offsetMsgId", "") or "",
-                                                  time.monotonic() + 3600)  # fmt: skip
+                                                  self._half_expiry())  # fmt: skip
         command = pb.TelemetryCommand()
         recover = command.recover_orphaned_transaction_command
         recover.transaction_id = transaction_id
@@ -637,8 +638,8 @@ class GrpcMessagingService:
         writable = max(1, config.write_queue_nums)
         if message_group:
             return consistent_hash(java_string_hash(message_group), writable)
-        turn = self._round_robin.get(config.topic_name, -1) + 1
-        self._round_robin[config.topic_name] = turn
+        turn = self._send_turns.get(config.topic_name, -1) + 1
+        self._send_turns[config.topic_name] = turn
         return turn % writable
 
     async def _send_one(self, message: Any, config: Any, queue_id: int, peer: _Peer) -> Any:
@@ -691,7 +692,7 @@ class GrpcMessagingService:
                 self._expire_half()
                 self._half[transaction_id] = _HalfMessage(
                     config.topic_name, entry.offset, commit_log_offset, offset_msg_id,
-                    time.monotonic() + self.controller.broker_config.transaction_time_out / 1000 * 16 + 3600)
+                    self._half_expiry())
         return entry
 
     async def send_message(self, request: Any, context: Any) -> Any:
@@ -723,6 +724,13 @@ class GrpcMessagingService:
         return response
 
     # --- transactions -------------------------------------------------------------------------------------------
+    def _half_expiry(self) -> float:
+        """When a half message is surely ended: the broker's check has asked ``transactionCheckMax`` times (then it
+        gives the message up), each ``transactionCheckInterval`` after ``transactionTimeOut``."""
+        cfg = self.controller.broker_config
+        wait_ms = cfg.transaction_time_out + (cfg.transaction_check_max + 1) * cfg.transaction_check_interval
+        return time.monotonic() + wait_ms / 1000
+
     def _expire_half(self) -> None:
         if len(self._half) > 100_000:  # ended by the broker's check long ago: forget them
             now = time.monotonic()
@@ -785,12 +793,9 @@ class GrpcMessagingService:
             if key not in _MAPPED:
                 out.user_properties[key] = value
         system = out.system_properties
-        tag = props.get(PROPERTY_TAGS)
-        if tag:
-            system.tag = tag
-        keys = props.get(PROPERTY_KEYS)
-        if keys:
-            system.keys.extend(k for k in keys.split(KEY_SEPARATOR) if k)
+        if msg.tags:
+            system.tag = msg.tags
+        system.keys.extend(msg.key_list())
         system.message_id = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id
         system.body_digest.type = pb.DigestType.CRC32
         system.body_digest.checksum = format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
@@ -856,8 +861,9 @@ class GrpcMessagingService:
         # whichever queue of the route the client named. Each receive starts at another: none starves the others.
         queues = list(range(readable))
         if len(queues) > 1:
-            turn = self._round_robin.get(f"pop {group_config.group_name} {topic_config.topic_name}", -1) + 1
-            self._round_robin[f"pop {group_config.group_name} {topic_config.topic_name}"] = turn
+            key = (group_config.group_name, topic_config.topic_name)
+            turn = self._receive_turns.get(key, -1) + 1
+            self._receive_turns[key] = turn
             queues = queues[turn % len(queues):] + queues[: turn % len(queues)]
         group = group_config.group_name
         topic = topic_config.topic_name

@@ -79,9 +79,6 @@ class AckStatus:
 class PopService:
     """The POP state of one broker's store (see the module doc). Thread-safe; every call is short."""
 
-    #: How many messages of a queue a receive reads past those it hands out, looking for ones its filter takes.
-    SCAN_LIMIT = 1024
-
     def __init__(self, store: MessageStore, broker_name: str) -> None:
         self.store = store
         self.broker_name = broker_name
@@ -170,8 +167,7 @@ class PopService:
 
     def _pop_new(self, group: str, topic: str, queue_id: int, state: _QueueState, batch: int, invisible_ms: int,
                  now_ms: int, message_filter: MessageFilter | None, found: list[Popped]) -> None:  # fmt: skip
-        got = self.store.get_message(group, topic, queue_id, state.next_offset, min(batch - len(found),
-                                                                                   self.SCAN_LIMIT), message_filter)
+        got = self.store.get_message(group, topic, queue_id, state.next_offset, batch - len(found), message_filter)
         if got.status is not GetMessageStatus.FOUND:
             if got.status in _MOVE_ON:
                 # Past records its filter does not take, or back inside the queue (an offset before its first
