@@ -1,9 +1,10 @@
 """A writer process for the fault tests in ``test_durability.py``: puts messages until it is killed.
 
     python durability_writer.py STORE HISTORY --flush SYNC_FLUSH|ASYNC_FLUSH [--shadow DIR]
-                                [--threads N] [--seconds S] [--kill-at WHERE:N] [--seed N]
+                                [--threads N] [--asyncio] [--seconds S] [--kill-at WHERE:N] [--seed N]
 
-Each of ``--threads`` threads puts messages whose body starts with
+Each of ``--threads`` threads (with ``--asyncio``: tasks of one event loop, ``aput_message``, whose SYNC_FLUSH
+rounds the group commit's helper process flushes) puts messages whose body starts with
 ``"<thread>:<seq>:"`` and whose key is ``id-<thread>-<seq>`` to topic ``Dur``.
 Only after ``put_message`` returned ``PUT_OK`` does the thread append one line
 ``thread seq queue queueOffset commitLogOffset size`` to HISTORY, with one
@@ -33,6 +34,7 @@ fdatasync made durable — and nothing that only reached the page cache.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import random
 import signal
@@ -96,6 +98,7 @@ def main() -> int:
     ap.add_argument("--flush", required=True)
     ap.add_argument("--shadow")
     ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--asyncio", action="store_true")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--kill-at")
     ap.add_argument("--seed", type=int, default=0)
@@ -167,26 +170,45 @@ def main() -> int:
     deadline = time.monotonic() + args.seconds
     failures: list[str] = []
 
+    def record(tid: int, seq: int, queue_id: int, r: Any) -> None:
+        if r.ok:
+            os.write(fd, f"{tid} {seq} {queue_id} {r.logics_offset} {r.wrote_offset} {r.wrote_bytes}\n".encode())
+        else:
+            failures.append(f"{tid}:{seq} {r.status.value} {r.error}")
+
+    def next_message(tid: int, seq: int, rnd: random.Random) -> tuple[int, Message]:
+        body = f"{tid}:{seq}:".encode() + rnd.randbytes(rnd.randrange(200, 3000))
+        return rnd.randrange(QUEUES), Message(TOPIC, body, 0, {"KEYS": f"id-{tid}-{seq}"})
+
     def writer(tid: int) -> None:
         rnd = random.Random(args.seed * 1000 + tid)
         seq = 0
         while time.monotonic() < deadline:
-            queue_id = rnd.randrange(QUEUES)
-            body = f"{tid}:{seq}:".encode() + rnd.randbytes(rnd.randrange(200, 3000))
-            r = store.put_message(Message(TOPIC, body, 0, {"KEYS": f"id-{tid}-{seq}"}), queue_id)
-            if r.ok:
-                os.write(fd, f"{tid} {seq} {queue_id} {r.logics_offset} {r.wrote_offset} {r.wrote_bytes}\n".encode())
-            else:
-                failures.append(f"{tid}:{seq} {r.status.value} {r.error}")
+            queue_id, msg = next_message(tid, seq, rnd)
+            record(tid, seq, queue_id, store.put_message(msg, queue_id))
             seq += 1
+
+    async def task_writer(tid: int) -> None:
+        rnd = random.Random(args.seed * 1000 + tid)
+        seq = 0
+        while time.monotonic() < deadline:
+            queue_id, msg = next_message(tid, seq, rnd)
+            record(tid, seq, queue_id, await store.aput_message(msg, queue_id))
+            seq += 1
+
+    async def task_writers() -> None:
+        await asyncio.gather(*(task_writer(t) for t in range(args.threads)))
 
     sys.stdout.write("READY\n")
     sys.stdout.flush()
-    threads = [threading.Thread(target=writer, args=(t,)) for t in range(args.threads)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    if args.asyncio:
+        asyncio.run(task_writers())
+    else:
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(args.threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     if failures:
         sys.stderr.write("\n".join(failures[:10]) + "\n")
     # Not killed within the time given: a hard stop anyway (the test expects SIGKILL).

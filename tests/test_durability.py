@@ -213,14 +213,18 @@ class WriterRun:
 
 
 def run_writer(base: Path, flush: str, *, kill_after: float | None = None, kill_at: str | None = None,
-               threads: int = 4, seconds: float = 4.0, seed: int = 0) -> WriterRun:  # fmt: skip
+               threads: int = 4, seconds: float = 4.0, seed: int = 0, tasks: bool = False) -> WriterRun:  # fmt: skip
+    """Run the writer process until it is killed; *tasks*: asyncio tasks instead of threads."""
     base.mkdir(parents=True)
     when = f"kill-at={kill_at}" if kill_at else f"kill after {kill_after:.2f} s"
-    run = WriterRun(base / "store", base / "shadow", base / "history", f"{flush} threads={threads} {when}")
+    kind = "tasks" if tasks else "threads"
+    run = WriterRun(base / "store", base / "shadow", base / "history", f"{flush} {kind}={threads} {when}")
     argv = [sys.executable, str(WRITER), str(run.store), str(run.history), "--flush", flush, "--shadow",
             str(run.shadow), "--threads", str(threads), "--seconds", str(seconds), "--seed", str(seed)]
     if kill_at:
         argv += ["--kill-at", kill_at]
+    if tasks:
+        argv += ["--asyncio"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 60)
@@ -245,11 +249,14 @@ RNG = random.Random(20240611)
 KILL_TIMES = [round(RNG.uniform(0.3, 1.6), 2) for _ in range(5)]
 
 
-@pytest.mark.parametrize("kill_after", KILL_TIMES[:3])
-def test_sync_flush_kill_and_power_loss_lose_nothing_acknowledged(tmp_path: Path, kill_after: float) -> None:
+@pytest.mark.parametrize(("kill_after", "tasks"), [*((t, False) for t in KILL_TIMES[:3]), (KILL_TIMES[2], True)])
+def test_sync_flush_kill_and_power_loss_lose_nothing_acknowledged(tmp_path: Path, kill_after: float,
+                                                                  tasks: bool) -> None:  # fmt: skip
     """SYNC_FLUSH, SIGKILL at a random moment: nothing acknowledged is lost, neither when the page
-    cache survives (process crash) nor when only fdatasync'ed bytes do (power loss)."""
-    run = run_writer(tmp_path / "run", SYNC_FLUSH, kill_after=kill_after, seed=int(kill_after * 100))
+    cache survives (process crash) nor when only fdatasync'ed bytes do (power loss); writers as threads, or
+    as asyncio tasks (the helper process's rounds)."""
+    run = run_writer(tmp_path / "run", SYNC_FLUSH, kill_after=kill_after, seed=int(kill_after * 100), tasks=tasks,
+                     threads=16 if tasks else 4)  # fmt: skip
     acked = run.acked()
     assert len(acked) > 20, (run.schedule, run.stderr[-500:])
     power = check_store(run.shadow, acked, SYNC_FLUSH)
@@ -259,11 +266,13 @@ def test_sync_flush_kill_and_power_loss_lose_nothing_acknowledged(tmp_path: Path
     assert crash.recovered_offset >= power.recovered_offset
 
 
-@pytest.mark.parametrize("kill_at", ["append:150", "roll:6", "flush:120", "dispatch:40"])
-def test_sync_flush_kill_at_dangerous_points(tmp_path: Path, kill_at: str) -> None:
+@pytest.mark.parametrize(("kill_at", "tasks"), [("append:150", False), ("roll:6", False), ("flush:120", False),
+                                               ("dispatch:40", False), ("flush:150", True), ("roll:8", True)])
+def test_sync_flush_kill_at_dangerous_points(tmp_path: Path, kill_at: str, tasks: bool) -> None:
     """SYNC_FLUSH, the writer kills itself mid-append, at a file roll, between an fdatasync and the
-    acknowledgement, in the middle of dispatch: the checker passes after a crash and after a power loss."""
-    run = run_writer(tmp_path / "run", SYNC_FLUSH, kill_at=kill_at, seconds=6.0)
+    acknowledgement, in the middle of dispatch: the checker passes after a crash and after a power loss.
+    Writers that are asyncio tasks have their rounds flushed by the helper process."""
+    run = run_writer(tmp_path / "run", SYNC_FLUSH, kill_at=kill_at, seconds=6.0, tasks=tasks, threads=8 if tasks else 4)
     acked = run.acked()
     assert acked, run.schedule
     power = check_store(run.shadow, acked, SYNC_FLUSH)
@@ -593,6 +602,27 @@ class BlockedFlush:
 
         monkeypatch.setattr(mapped_file.os, "fdatasync", fdatasync)
 
+    def release(self) -> None:
+        self.gate.set()
+
+
+class StoppedHelper:
+    """Stops the group commit's helper process (SIGSTOP) until released: the disk stops answering an event
+    loop's rounds."""
+
+    def __init__(self, store: MessageStore) -> None:
+        gc = store.services.group_commit if store.services is not None else None
+        assert gc is not None and gc._helper is not None, "the helper runs once a put of the loop has waited"
+        self.pid = gc._helper.pid
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def release(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+
+def stuck_disk(store: MessageStore, monkeypatch: pytest.MonkeyPatch, helper: bool) -> BlockedFlush | StoppedHelper:
+    return StoppedHelper(store) if helper else BlockedFlush(monkeypatch)
+
 
 def test_sync_flush_returns_only_once_on_disk_and_shares_flushes(tmp_path: Path) -> None:
     with MessageStore(small_config(tmp_path / "s", flush_disk_type=SYNC_FLUSH)) as store:
@@ -623,7 +653,7 @@ def test_sync_flush_timeout_and_the_data_stays_queued(tmp_path: Path, monkeypatc
         t0 = time.monotonic()
         r = store.put_message(Message("Slow", b"x" * 100, 0, {}), 0)
         assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT and 0.15 < time.monotonic() - t0 < 5
-        blocked.gate.set()
+        blocked.release()
         deadline = time.monotonic() + 10
         while store.get_flushed_offset() < r.wrote_offset + r.wrote_bytes and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -631,10 +661,15 @@ def test_sync_flush_timeout_and_the_data_stays_queued(tmp_path: Path, monkeypatc
         assert store.put_message(Message("Slow", b"y", 0, {}), 0).ok
 
 
-def test_waiting_puts_do_not_block_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``aput_message`` awaits the group commit: other tasks run while the disk is slow."""
+@pytest.mark.parametrize("helper", [False, True], ids=["thread", "helper"])
+def test_waiting_puts_do_not_block_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  helper: bool) -> None:  # fmt: skip
+    """``aput_message`` awaits the group commit: other tasks run while the disk is slow (rounds flushed on the
+    service thread, or by the helper process)."""
 
-    async def scenario(store: MessageStore, blocked: BlockedFlush) -> None:
+    async def scenario(store: MessageStore) -> None:
+        assert (await store.aput_message(Message("Aio", b"first", 0, {}), 0)).ok
+        blocked = stuck_disk(store, monkeypatch, helper)
         ticks = 0
 
         async def ticker() -> None:
@@ -648,7 +683,7 @@ def test_waiting_puts_do_not_block_the_event_loop(tmp_path: Path, monkeypatch: p
                 for i in range(20)]  # fmt: skip
         await asyncio.sleep(0.3)
         assert ticks >= 3 and not any(p.done() for p in puts)  # the loop runs; the puts wait
-        blocked.gate.set()
+        blocked.release()
         results = await asyncio.wait_for(asyncio.gather(*puts), 10)
         tick.cancel()
         assert all(r.ok for r in results)
@@ -657,24 +692,29 @@ def test_waiting_puts_do_not_block_the_event_loop(tmp_path: Path, monkeypatch: p
         fut = store.put_message_async(Message("Aio", b"future", 0, {}), 0)
         assert (await asyncio.wrap_future(fut)).ok
 
-    with MessageStore(small_config(tmp_path / "s", flush_disk_type=SYNC_FLUSH)) as store:
-        asyncio.run(scenario(store, BlockedFlush(monkeypatch)))
+    cfg = small_config(tmp_path / "s", flush_disk_type=SYNC_FLUSH, sync_flush_helper_enable=helper)
+    with MessageStore(cfg) as store:
+        asyncio.run(scenario(store))
 
 
-def test_awaiting_puts_share_one_future_per_round_and_time_out(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+@pytest.mark.parametrize("helper", [False, True], ids=["thread", "helper"])
+def test_awaiting_puts_share_one_future_per_round_and_time_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               helper: bool) -> None:  # fmt: skip
     """Tasks of one loop wait on one future per flush round; with the disk stuck they get
     FLUSH_DISK_TIMEOUT after syncFlushTimeout, the data stays queued and is flushed later."""
 
-    async def scenario(store: MessageStore, blocked: BlockedFlush) -> None:
+    async def scenario(store: MessageStore) -> None:
         gc = store.services.group_commit if store.services is not None else None
         assert gc is not None
+        assert (await store.aput_message(Message("Aio", b"first", 0, {}), 0)).ok
+        assert (gc._helper is not None) is helper
+        blocked = stuck_disk(store, monkeypatch, helper)
         t0 = time.monotonic()
         results = await asyncio.gather(*(store.aput_message(Message("Aio", b"stuck", 0, {}), i % 2)
                                          for i in range(30)))  # fmt: skip
         assert all(r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT for r in results)
         assert 0.25 < time.monotonic() - t0 < 5
-        blocked.gate.set()
+        blocked.release()
         end = max(r.wrote_offset + r.wrote_bytes for r in results)
         deadline = time.monotonic() + 10
         while store.get_flushed_offset() < end and time.monotonic() < deadline:
@@ -687,9 +727,10 @@ def test_awaiting_puts_share_one_future_per_round_and_time_out(tmp_path: Path,
         # Some puts find their record flushed already by a round that began after they appended.
         assert 150 <= gc.requests_done - done <= 200 and gc.flush_rounds - rounds < 50  # rounds were shared
 
-    cfg = small_config(tmp_path / "s", flush_disk_type=SYNC_FLUSH, sync_flush_timeout=300)
+    cfg = small_config(tmp_path / "s", flush_disk_type=SYNC_FLUSH, sync_flush_timeout=300,
+                       sync_flush_helper_enable=helper)  # fmt: skip
     with MessageStore(cfg) as store:
-        asyncio.run(scenario(store, BlockedFlush(monkeypatch)))
+        asyncio.run(scenario(store))
 
 
 def test_async_flush_service_flushes_on_its_interval_and_updates_the_checkpoint(tmp_path: Path) -> None:

@@ -379,6 +379,18 @@ class MappedFile:
             self.flushed_position = target
             return target
 
+    def mark_flushed(self, end: int) -> None:
+        """Record that the bytes up to *end* are on disk, synced by someone else (the group commit's helper
+        process, :mod:`rocketq.store.sync_helper`). The flushed position only moves forward."""
+        with self._lock:
+            start = self.flushed_position
+            if end <= start:
+                return
+            mm = self.mm
+            if sync_listener is not None and mm is not None:
+                notify_synced(self.path, mm, start, end)
+            self.flushed_position = end
+
     def sync(self) -> None:
         """fdatasync the whole file. It covers the pages dirtied through the shared mapping and, unlike
         ``mmap.flush`` (an msync that CPython makes holding the GIL, which stops every thread of the process,

@@ -176,6 +176,14 @@ class MappedFileQueue:
             self.store_timestamp = ts
         return result
 
+    def mark_flushed(self, offset: int, store_timestamp: int) -> None:
+        """Record that everything below *offset* is on disk (its files' positions are marked by the caller);
+        *store_timestamp* is the store time of the last record it covers (0: unknown)."""
+        if offset > self.flushed_where:
+            self.flushed_where = offset
+            if store_timestamp:
+                self.store_timestamp = store_timestamp
+
     def flush_all(self) -> None:
         while not self.flush(0):
             pass

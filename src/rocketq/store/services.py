@@ -60,7 +60,7 @@ class StoreServices:
         self.group_commit: GroupCommitService | None = None
         self.flush_real_time: FlushRealTimeService | None = None
         if cfg.flush_disk_type == SYNC_FLUSH:
-            self.group_commit = GroupCommitService(cl_queue, store.checkpoint)
+            self.group_commit = GroupCommitService(cl_queue, store.checkpoint, use_helper=cfg.sync_flush_helper_enable)
         else:
             self.flush_real_time = FlushRealTimeService(cl_queue, cfg, store.checkpoint)
         self.commit: CommitRealTimeService | None = None

@@ -49,6 +49,8 @@ class MessageStoreConfig:
     commit_commit_log_least_pages: int = 4
     commit_commit_log_thorough_interval: int = 200
     sync_flush_timeout: int = 5000
+    # rocketq's own: SYNC_FLUSH's fdatasync for an event loop's puts in a helper process (store/sync_helper.py).
+    sync_flush_helper_enable: bool = True
     flush_interval_consume_queue: int = 1000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval: int = 60_000
