@@ -313,25 +313,28 @@ class GroupCommitService(ServiceThread):
     # --- rounds in the helper process (its loop's thread) ----------------------------------------
     def _helper_for(self, loop: asyncio.AbstractEventLoop) -> SyncHelper | None:
         """The helper serving *loop*, started for it if no live loop has one; None: use the thread."""
-        if self._helper_off or self.stopped:
-            return None
-        helper = self._helper
-        if helper is not None:
-            if helper.loop is loop and not helper.broken:
-                return helper
-            if not helper.broken and not helper.loop.is_closed():
-                return None  # it serves another loop
-            self._helper = None  # its loop has ended: nobody waits on its rounds any more
-            self._flushing = self._next = None
-            self._deferred = False
-            helper.close()
-        try:
-            helper = SyncHelper(loop, functools.partial(self._helper_reported, loop))
-        except (OSError, ValueError) as e:
-            log.warning("no SYNC_FLUSH helper process (%s): the commit log is flushed on the service thread", e)
-            self._helper_off = True
-            return None
-        self._helper = helper
+        ended: SyncHelper | None = None
+        with self._lock:  # loops of several threads may get here at once
+            if self._helper_off or self.stopped:
+                return None
+            helper = self._helper
+            if helper is not None:
+                if helper.loop is loop and not helper.broken:
+                    return helper
+                if not helper.broken and not helper.loop.is_closed():
+                    return None  # it serves another loop
+                ended, self._helper = helper, None  # its loop has ended: nobody waits on its rounds any more
+                self._flushing = self._next = None
+                self._deferred = False
+            try:
+                helper = SyncHelper(loop, functools.partial(self._helper_reported, loop))
+            except (OSError, ValueError) as e:
+                log.warning("no SYNC_FLUSH helper process (%s): the commit log is flushed on the service thread", e)
+                self._helper_off = True
+                helper = None
+            self._helper = helper
+        if ended is not None:
+            ended.close()
         return helper
 
     async def _wait_on_helper(self, helper: SyncHelper, loop: asyncio.AbstractEventLoop, next_offset: int,
@@ -483,8 +486,9 @@ class GroupCommitService(ServiceThread):
 
     def _helper_gone(self, helper: SyncHelper, loop: asyncio.AbstractEventLoop) -> None:
         """The helper died: from now on the thread flushes; whoever waited on the helper waits on it again."""
-        log.warning("the SYNC_FLUSH helper process %d went away: the commit log is flushed on the service thread",
-                    helper.pid)  # fmt: skip
+        if not self.stopped:  # (at shutdown it was closed on purpose)
+            log.warning("the SYNC_FLUSH helper process %d went away: the commit log is flushed on the service thread",
+                        helper.pid)  # fmt: skip
         helper.broken = True
         if self._helper is helper:
             self._helper = None
