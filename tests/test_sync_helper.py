@@ -79,10 +79,6 @@ def test_the_helper_syncs_the_files_it_is_sent_and_reports_failures(tmp_path: Pa
 def test_asyncio_puts_ride_the_helpers_rounds(tmp_path: Path) -> None:
     """Tasks of one loop: every put returns PUT_OK only once the commit log is synced past it, rounds are
     shared across files rolled, the checkpoint follows, and the helper ends with the store."""
-    store = sync_store(tmp_path / "s")
-    store.load()
-    store.start()
-    gc = group_commit(store)
     ends: list[int] = []
 
     async def writer(w: int) -> None:
@@ -98,25 +94,20 @@ def test_asyncio_puts_ride_the_helpers_rounds(tmp_path: Path) -> None:
         assert gc._helper is not None
         return gc._helper.pid
 
-    try:
+    with sync_store(tmp_path / "s") as store:
+        gc = group_commit(store)
         pid = asyncio.run(scenario())
         assert len(ends) == 32 * 40 and max(ends) > 4 * 64 * 1024  # several files
         assert gc.requests_done >= len(ends) - gc.flush_rounds and gc.flush_rounds < len(ends) / 2
         assert store.checkpoint is not None and store.checkpoint.physic_msg_timestamp > 0
         cl = store.commit_log.mapped_file_queue
         assert all(mf.flushed_position == mf.read_position() for mf in cl.files)
-    finally:
-        store.close()
     assert gone(pid)
 
 
 def test_a_helper_that_dies_hands_its_waiters_to_the_thread(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    store = sync_store(tmp_path / "s")
-    store.load()
-    store.start()
-    gc = group_commit(store)
-
-    async def scenario() -> None:
+    async def scenario(store: MessageStore) -> None:
+        gc = group_commit(store)
         assert (await store.aput_message(Message("Aio", b"first", 0, {}), 0)).ok
         assert gc._helper is not None
         pid = gc._helper.pid
@@ -132,25 +123,19 @@ def test_a_helper_that_dies_hands_its_waiters_to_the_thread(tmp_path: Path, capl
         assert gc._helper is None and gc._helper_off
         assert (await store.aput_message(Message("Aio", b"after", 0, {}), 0)).ok  # the thread's rounds now
 
-    with caplog.at_level(logging.WARNING, logger="rocketq.store.flush_service"):
-        try:
-            asyncio.run(scenario())
-        finally:
-            store.close()
+    with sync_store(tmp_path / "s") as store, caplog.at_level(logging.WARNING, logger="rocketq.store.flush_service"):
+        asyncio.run(scenario(store))
     assert "went away" in caplog.text
 
 
 def test_a_failed_sync_is_flush_disk_timeout_and_synced_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                               caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
-    store = sync_store(tmp_path / "s")
-    store.load()
-    store.start()
     real_request = SyncHelper.request
 
     def failing(self: SyncHelper, path: bytes) -> int:
         return real_request(self, path + b".missing")  # the helper cannot open it: ENOENT
 
-    async def scenario() -> None:
+    async def scenario(store: MessageStore) -> None:
         monkeypatch.setattr(SyncHelper, "request", failing)
         r = await store.aput_message(Message("Aio", b"lost?", 0, {}), 0)
         assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
@@ -160,21 +145,14 @@ def test_a_failed_sync_is_flush_disk_timeout_and_synced_later(tmp_path: Path, mo
         assert again.ok
         assert store.get_flushed_offset() >= r.wrote_offset + r.wrote_bytes  # covered by the next round
 
-    with caplog.at_level(logging.ERROR, logger="rocketq.store.flush_service"):
-        try:
-            asyncio.run(scenario())
-        finally:
-            store.close()
+    with sync_store(tmp_path / "s") as store, caplog.at_level(logging.ERROR, logger="rocketq.store.flush_service"):
+        asyncio.run(scenario(store))
     assert "flushing the commit log failed" in caplog.text
 
 
 def test_one_helper_per_live_loop_and_blocking_puts_alongside(tmp_path: Path) -> None:
     """A second loop running while the first has the helper waits on the service thread's rounds; a loop
     that comes after the first has ended gets a helper of its own; blocking puts go on meanwhile."""
-    store = sync_store(tmp_path / "s")
-    store.load()
-    store.start()
-    gc = group_commit(store)
     first_running = threading.Event()
     release_first = threading.Event()
     pids: list[int] = []
@@ -194,39 +172,33 @@ def test_one_helper_per_live_loop_and_blocking_puts_alongside(tmp_path: Path) ->
         assert all(r.ok for r in results)
         assert gc._helper is not None and gc._helper.loop is not asyncio.get_running_loop()
 
-    try:
+    async def third() -> None:
+        assert (await store.aput_message(Message("D", b"3", 0, {}), 0)).ok
+        assert gc._helper is not None
+        pids.append(gc._helper.pid)
+
+    with sync_store(tmp_path / "s") as store:
+        gc = group_commit(store)
         thread = threading.Thread(target=asyncio.run, args=(first(),))
         thread.start()
-        assert first_running.wait(10)
-        asyncio.run(second())
-        assert all(store.put_message(Message("C", b"z", 0, {}), 0).ok for _ in range(20))
-        release_first.set()
-        thread.join(10)
+        try:
+            assert first_running.wait(10)
+            asyncio.run(second())
+            assert all(store.put_message(Message("C", b"z", 0, {}), 0).ok for _ in range(20))
+        finally:
+            release_first.set()
+            thread.join(10)
         assert not thread.is_alive()
-
-        async def third() -> None:
-            assert (await store.aput_message(Message("D", b"3", 0, {}), 0)).ok
-            assert gc._helper is not None
-            pids.append(gc._helper.pid)
-
         asyncio.run(third())
         assert pids[1] != pids[0] and gone(pids[0])
-    finally:
-        store.close()
     assert gone(pids[-1])
 
 
 def test_without_the_helper_the_thread_flushes(tmp_path: Path) -> None:
-    store = sync_store(tmp_path / "s", sync_flush_helper_enable=False)
-    store.load()
-    store.start()
-
-    async def scenario() -> None:
+    async def scenario(store: MessageStore) -> None:
         results = await asyncio.gather(*(store.aput_message(Message("T", b"t", 0, {}), 0) for _ in range(30)))
         assert all(r.ok for r in results)
 
-    try:
-        asyncio.run(scenario())
+    with sync_store(tmp_path / "s", sync_flush_helper_enable=False) as store:
+        asyncio.run(scenario(store))
         assert group_commit(store)._helper is None
-    finally:
-        store.close()
