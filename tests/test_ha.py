@@ -112,6 +112,10 @@ def test_slave_follows_master_from_the_start_byte_for_byte(tmp_path: Path) -> No
             _wait(lambda: master.ha_service is not None and
                   master.ha_service.push2slave_max_offset == master.get_max_phy_offset())  # fmt: skip
             assert slave.wait_dispatched() and master.wait_dispatched()  # each dispatches in the background
+            # The slave's checkpoint follows dispatch for the commit log too, as RocketMQ's slave does: its appends
+            # carry no store time for the flush services (abnormal recovery would otherwise scan from file 0).
+            last = decode_record(slave.get_message("g", TOPIC, 3, 99, 1).messages[0])
+            assert slave.checkpoint is not None and slave.checkpoint.physic_msg_timestamp >= last.store_timestamp > 0
             for q in range(4):
                 assert slave.get_max_offset_in_queue(TOPIC, q) == master.get_max_offset_in_queue(TOPIC, q) == 100
                 got = slave.get_message("g", TOPIC, q, 0, 32).messages

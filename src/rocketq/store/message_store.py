@@ -927,6 +927,10 @@ class MessageStore:
         assert self.checkpoint is not None
         waiting = self.index_service.pending_oldest_timestamp
         self.checkpoint.logics_msg_timestamp = min(store_timestamp, waiting) if waiting else store_timestamp
+        if self._slave:
+            # A slave's appends are the master's bytes, with no store time of their own for the flush services
+            # to note: as ConsumeQueue.putMessagePositionInfoWrapper, its physicMsgTimestamp follows dispatch.
+            self.checkpoint.physic_msg_timestamp = store_timestamp
 
     def arrival_property_topics(self) -> bool | frozenset[str]:
         """What dispatch reads property maps for (``CommitLog.read_dispatch_batch``): nothing without a listener."""
