@@ -163,7 +163,7 @@ class _LoopRound:
         self.future = future
         self.timer = timer
         self.started = started  # loop time when its first waiter came: the others count their timeout from it
-        self.waiters = 1
+        self.waiters = 0  # each waiter counts itself in
 
 
 class _HelperRound(_LoopRound):
@@ -291,20 +291,16 @@ class GroupCommitService(ServiceThread):
         deadline = -1.0
         while True:
             with self._lock:
-                current = self._rounds.get(loop)
-                if current is None:
-                    now = loop.time()
-                    fut = loop.create_future()
-                    self._rounds[loop] = _LoopRound(fut, loop.call_later(timeout_s, _expire_round, fut), now)
-                else:
-                    current.waiters += 1
-                    fut = current.future
-                    now = current.started
+                rnd = self._rounds.get(loop)
+                first = rnd is None
+                if rnd is None:
+                    rnd = self._rounds[loop] = self._new_loop_round(loop, timeout_s)
+                rnd.waiters += 1
             if deadline < 0:
-                deadline = now + timeout_s
-            if current is None:
+                deadline = rnd.started + timeout_s
+            if first:
                 self.wakeup()
-            value = await fut
+            value = await rnd.future
             if queue.flushed_where >= next_offset:
                 return PutMessageStatus.PUT_OK
             if value == _ROUND_FAILED or (value == _ROUND_EXPIRED and loop.time() >= deadline):
@@ -377,9 +373,7 @@ class GroupCommitService(ServiceThread):
     @staticmethod
     def _new_loop_round(loop: asyncio.AbstractEventLoop, timeout_s: float) -> _LoopRound:
         fut = loop.create_future()
-        rnd = _LoopRound(fut, loop.call_later(timeout_s, _expire_round, fut), loop.time())
-        rnd.waiters = 0
-        return rnd
+        return _LoopRound(fut, loop.call_later(timeout_s, _expire_round, fut), loop.time())
 
     def _start_helper_round(self, helper: SyncHelper, loop: asyncio.AbstractEventLoop,
                             base: _LoopRound) -> _HelperRound | None:  # fmt: skip
@@ -394,11 +388,14 @@ class GroupCommitService(ServiceThread):
             _settle_round(base.future, base.timer, start)
             return None
         parts: list[tuple[MappedFile, int]] = []
-        for mf in list(queue.files):
+        for mf in reversed(list(queue.files)):  # back to the file of the flushed point: one or two, of any number
             begin = mf.file_from_offset
             end = min(begin + mf.read_position(), target)
             if end > start and end > begin:
                 parts.append((mf, end - begin))
+            elif begin + mf.read_position() <= start:
+                break
+        parts.reverse()
         if not parts:  # pragma: no cover - the files below the end are always there
             _settle_round(base.future, base.timer, start)
             return None
@@ -453,9 +450,7 @@ class GroupCommitService(ServiceThread):
             # Its waiters gave up (syncFlushTimeout): their records are flushed all the same, as the thread's
             # rounds flush everything appended.
             self._next = None
-            bare = _LoopRound(loop.create_future(), None, loop.time())
-            bare.waiters = 0
-            self._start_helper_round(helper, loop, bare)
+            self._start_helper_round(helper, loop, _LoopRound(loop.create_future(), None, loop.time()))
             return
         # The puts this round held go on now. When the loop's time for all the waiting puts exceeds a flush,
         # the next round starts at once and these ride the one after: two groups, one appending while the

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from typing import IO
 
 REQUEST = struct.Struct("<qH")
 _SEQ = struct.Struct("<q")
@@ -142,9 +143,9 @@ class SyncHelper:
         self._page.close()
 
 
-def _drop_reader(loop: asyncio.AbstractEventLoop, out: object) -> None:
-    loop.remove_reader(out.fileno())  # type: ignore[attr-defined]
-    out.close()  # type: ignore[attr-defined]
+def _drop_reader(loop: asyncio.AbstractEventLoop, out: IO[bytes]) -> None:
+    loop.remove_reader(out.fileno())
+    out.close()
 
 
 def _shared_page() -> int:
