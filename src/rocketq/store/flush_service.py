@@ -452,14 +452,15 @@ class GroupCommitService(ServiceThread):
             self._next = None
             self._start_helper_round(helper, loop, _LoopRound(loop.create_future(), None, loop.time()))
             return
-        # The puts this round held go on now. When the loop's time for all the waiting puts exceeds a flush,
-        # the next round starts at once and these ride the one after: two groups, one appending while the
-        # other is flushed. Otherwise it starts once these are made, with them: one group, a flush at a time
-        # (the loop idles while the disk works, but two half groups would each wait a whole flush).
-        # durability_bench: 64 asyncio writers take the first, about 30 puts a flush and more puts/s than
-        # one group; 8 writers the second, where two groups gave 4 puts a flush and 20% fewer puts/s.
+        # The puts this round held go on now. When the loop's time for all the waiting puts exceeds a flush by
+        # half again, the next round starts at once and these ride the one after: two groups, one appending
+        # while the other is flushed. Otherwise it starts once these are made, with them: one group, a flush
+        # at a time (the loop idles while the disk works, but two half groups would each wait a whole flush,
+        # and a flush under load takes longer). durability_bench: 64 asyncio writers take the first, about 30
+        # puts a flush and more puts/s than one group; 8 to 32 writers the second: two groups had given 8
+        # writers 20% fewer puts/s, and 32 writers 5-20% fewer (without the margin they took two groups).
         waiting = rnd.waiters + (nxt.waiters if nxt is not None else 0)
-        if waiting * self._put_s > self._flush_s:
+        if waiting * self._put_s > 1.5 * self._flush_s:
             if nxt is not None:
                 self._next = None
                 self._start_helper_round(helper, loop, nxt)
