@@ -21,6 +21,13 @@ GOLDEN_STORE = GOLDEN / "rocketmq-4.9.4"
 os.environ.setdefault("rocketmq.broker.diskSpaceWarningLevelRatio", "0.99")
 os.environ.setdefault("rocketmq.broker.diskSpaceCleanForciblyRatio", "0.99")
 
+# gRPC's fork handlers off for this process, before any test module imports grpc (gRPC reads the variable at
+# import). test_grpc_proxy serves gRPC in this process; with the handlers on, gRPC 1.81 and later restart their
+# poller thread in every child forked afterwards, where subprocess closes the descriptors before the exec, and
+# about 1 child in 100 died before it could exec (grpc/grpc#43055): once it was the Java gateway of the Spark
+# session, and all the Spark tests failed with it. (Children started with vfork, as most are, never run them.)
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     # The golden data is part of the test contract (CI has it beside the clone): a missing
