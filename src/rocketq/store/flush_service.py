@@ -48,9 +48,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import Any
 
 from rocketq.store.checkpoint import StoreCheckpoint
 from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
@@ -192,6 +191,12 @@ def _settle_round(fut: asyncio.Future[int], timer: asyncio.TimerHandle | None, v
         fut.set_result(value)
 
 
+def _note_flush_time(checkpoint: StoreCheckpoint | None, queue: MappedFileQueue) -> None:
+    """The checkpoint's physicMsgTimestamp after a flush of the commit log: the store time it made durable."""
+    if queue.store_timestamp and checkpoint is not None:
+        checkpoint.physic_msg_timestamp = queue.store_timestamp
+
+
 def _expire_round(fut: asyncio.Future[int]) -> None:
     if not fut.done():
         fut.set_result(_ROUND_EXPIRED)
@@ -263,48 +268,55 @@ class GroupCommitService(ServiceThread):
             return PutMessageStatus.PUT_OK  # an earlier round covered it already
         return self.submit(next_offset).wait(timeout_s)
 
-    def wait_flushed(self, next_offset: int, timeout_s: float) -> Coroutine[Any, Any, PutMessageStatus]:
+    async def wait_flushed(self, next_offset: int, timeout_s: float) -> PutMessageStatus:
         """Await a round that has flushed past *next_offset* (``FLUSH_DISK_TIMEOUT`` after *timeout_s*).
 
-        Tasks of one loop await the same future per round. A round whose flush
-        began before this put appended does not cover it: the task waits for
-        the next. The timeout counts from when the task's first round began
-        (its first waiter came; a put that joins a round later may time out a
-        round's length early): no clock read per put. (A plain function that
-        gives the coroutine of the helper's rounds or of the thread's: one
-        frame fewer to resume a put.)
+        Tasks of one loop await the same future per round, the helper's or the
+        thread's (:meth:`_join`). A round whose flush began before this put
+        appended does not cover it: the task waits for the next. The timeout
+        counts from when the task's first round began (its first waiter came; a
+        put that joins a round later may time out a round's length early): no
+        clock read per put. When the helper goes away, the wait starts again on
+        the thread's rounds.
         """
         loop = asyncio.get_running_loop()
+        deadline = -1.0
+        while True:
+            rnd = self._join(loop, next_offset, timeout_s)
+            if rnd is None:
+                return PutMessageStatus.PUT_OK
+            if deadline < 0:
+                deadline = rnd.started + timeout_s
+            value = await rnd.future
+            if self.queue.flushed_where >= next_offset:
+                return PutMessageStatus.PUT_OK
+            if value == _ROUND_HANDED_BACK:
+                deadline = -1.0
+            elif value == _ROUND_FAILED or (value == _ROUND_EXPIRED and loop.time() >= deadline):
+                return PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+    def _join(self, loop: asyncio.AbstractEventLoop, next_offset: int, timeout_s: float) -> _LoopRound | None:
+        """Count a waiter for *next_offset* into a round of *loop* and give that round: the helper's when the
+        helper serves this loop, else the service thread's next one. None when it is flushed already."""
+        if self.queue.flushed_where >= next_offset:
+            return None
         helper = self._helper
         if helper is None or helper.loop is not loop or helper.broken:
             helper = self._helper_for(loop)
         if helper is not None:
-            return self._wait_on_helper(helper, loop, next_offset, timeout_s)
-        return self._wait_on_thread(loop, next_offset, timeout_s)
-
-    async def _wait_on_thread(self, loop: asyncio.AbstractEventLoop, next_offset: int,
-                              timeout_s: float) -> PutMessageStatus:  # fmt: skip
-        """:meth:`wait_flushed` on the service thread's rounds."""
-        queue = self.queue
-        if queue.flushed_where >= next_offset:
-            return PutMessageStatus.PUT_OK
-        deadline = -1.0
-        while True:
-            with self._lock:
-                rnd = self._rounds.get(loop)
-                first = rnd is None
-                if rnd is None:
-                    rnd = self._rounds[loop] = self._new_loop_round(loop, timeout_s)
-                rnd.waiters += 1
-            if deadline < 0:
-                deadline = rnd.started + timeout_s
-            if first:
-                self.wakeup()
-            value = await rnd.future
-            if queue.flushed_where >= next_offset:
-                return PutMessageStatus.PUT_OK
-            if value == _ROUND_FAILED or (value == _ROUND_EXPIRED and loop.time() >= deadline):
-                return PutMessageStatus.FLUSH_DISK_TIMEOUT
+            rnd = self._join_helper_round(helper, loop, next_offset, timeout_s)
+            if rnd is not None or self.queue.flushed_where >= next_offset:
+                return rnd
+            # (the helper went away while the round was starting: the thread's rounds then)
+        with self._lock:
+            rnd = self._rounds.get(loop)
+            first = rnd is None
+            if rnd is None:
+                rnd = self._rounds[loop] = self._new_loop_round(loop, timeout_s)
+            rnd.waiters += 1
+        if first:
+            self.wakeup()
+        return rnd
 
     # --- rounds in the helper process (its loop's thread) ----------------------------------------
     def _helper_for(self, loop: asyncio.AbstractEventLoop) -> SyncHelper | None:
@@ -333,42 +345,29 @@ class GroupCommitService(ServiceThread):
             ended.close()
         return helper
 
-    async def _wait_on_helper(self, helper: SyncHelper, loop: asyncio.AbstractEventLoop, next_offset: int,
-                              timeout_s: float) -> PutMessageStatus:  # fmt: skip
-        """:meth:`wait_flushed` on the helper's rounds: the one being flushed if it covers *next_offset*, else
-        the next (which starts at once when none is being flushed)."""
+    def _join_helper_round(self, helper: SyncHelper, loop: asyncio.AbstractEventLoop, next_offset: int,
+                           timeout_s: float) -> _LoopRound | None:  # fmt: skip
+        """:meth:`_join` on the helper's rounds: the one being flushed if it covers *next_offset*, else the next
+        (which starts at once when none is being flushed); None when *next_offset* is flushed already, or the
+        helper went away meanwhile."""
         queue = self.queue
-        if queue.flushed_where >= next_offset:
-            return PutMessageStatus.PUT_OK
-        deadline = -1.0
-        while True:
-            flushing = self._flushing
-            if flushing is not None and helper.done() >= flushing.last_seq:
-                self._end_helper_round(helper, loop)  # ended: starts the next
-                if queue.flushed_where >= next_offset:
-                    return PutMessageStatus.PUT_OK
-                flushing = self._flushing
-            if flushing is None and not self._deferred:
-                flushing = self._start_helper_round(helper, loop, self._new_loop_round(loop, timeout_s))
-            if flushing is not None and flushing.target >= next_offset:
-                rnd: _LoopRound = flushing
-            elif flushing is None and queue.flushed_where >= next_offset:
-                return PutMessageStatus.PUT_OK
-            elif helper.broken and not self._deferred:  # it went away while starting the round
-                return await self.wait_flushed(next_offset, timeout_s)
-            else:
-                rnd = self._next or self._new_loop_round(loop, timeout_s)
-                self._next = rnd
-            rnd.waiters += 1
-            if deadline < 0:
-                deadline = rnd.started + timeout_s
-            value = await rnd.future
+        flushing = self._flushing
+        if flushing is not None and helper.done() >= flushing.last_seq:
+            self._end_helper_round(helper, loop)  # ended: starts the next
             if queue.flushed_where >= next_offset:
-                return PutMessageStatus.PUT_OK
-            if value == _ROUND_HANDED_BACK:
-                return await self.wait_flushed(next_offset, timeout_s)
-            if value == _ROUND_FAILED or (value == _ROUND_EXPIRED and loop.time() >= deadline):
-                return PutMessageStatus.FLUSH_DISK_TIMEOUT
+                return None
+            flushing = self._flushing
+        if flushing is None and not self._deferred:
+            flushing = self._start_helper_round(helper, loop, self._new_loop_round(loop, timeout_s))
+        if flushing is not None and flushing.target >= next_offset:
+            rnd: _LoopRound = flushing
+        elif (flushing is None and queue.flushed_where >= next_offset) or (helper.broken and not self._deferred):
+            return None  # flushed, or the helper went away while the round was starting
+        else:
+            rnd = self._next or self._new_loop_round(loop, timeout_s)
+            self._next = rnd
+        rnd.waiters += 1
+        return rnd
 
     @staticmethod
     def _new_loop_round(loop: asyncio.AbstractEventLoop, timeout_s: float) -> _LoopRound:
@@ -432,8 +431,7 @@ class GroupCommitService(ServiceThread):
                 mf.mark_flushed(end)
             queue = self.queue
             queue.mark_flushed(rnd.target, rnd.store_timestamp)
-            if queue.store_timestamp and self.checkpoint is not None:
-                self.checkpoint.physic_msg_timestamp = queue.store_timestamp
+            _note_flush_time(self.checkpoint, queue)
             value = queue.flushed_where
         self.flush_rounds += 1
         self.requests_done += rnd.waiters
@@ -541,9 +539,7 @@ class GroupCommitService(ServiceThread):
             log.exception("flushing the commit log failed")
             failed = True
         flushed = queue.flushed_where
-        ts = queue.store_timestamp
-        if ts and self.checkpoint is not None:
-            self.checkpoint.physic_msg_timestamp = ts
+        _note_flush_time(self.checkpoint, queue)
         # Counted before the waiters hear of it: they may look at the statistics at once.
         self.flush_rounds += 1
         self.requests_done += len(reqs) + sum(r.waiters for r in rounds.values())
@@ -590,7 +586,7 @@ class FlushRealTimeService(ServiceThread):
         for _ in range(RETRY_TIMES_OVER):
             if self.queue.flush(0):
                 break
-        self._note_timestamp()
+        _note_flush_time(self.checkpoint, self.queue)
 
     def flush_once(self, least_pages: int) -> None:
         try:
@@ -598,12 +594,8 @@ class FlushRealTimeService(ServiceThread):
                 self.flushes += 1
         except OSError:
             log.exception("flushing the commit log failed")
-        self._note_timestamp()
+        _note_flush_time(self.checkpoint, self.queue)
 
-    def _note_timestamp(self) -> None:
-        ts = self.queue.store_timestamp
-        if ts and self.checkpoint is not None:
-            self.checkpoint.physic_msg_timestamp = ts
 
 
 class CommitRealTimeService(ServiceThread):
