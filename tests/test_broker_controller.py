@@ -251,8 +251,12 @@ def test_rocketq_broker_with_a_conf_file(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "rocketq.cli.main", "broker", "-c", str(conf), "-n", "127.0.0.1:1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        lines = _wait_for_line(proc, "registered with name server", 30)
+        # Nothing listens on port 1: the broker runs, and says it is not registered yet (not that it is).
+        lines = _wait_for_line(proc, "register with name server", 30)
         assert any("rocketq broker broker-a (cluster DefaultCluster, id 0) listening on 127.0.0.1:" in x for x in lines)
+        assert "rocketq broker could not register with name server(s) 127.0.0.1:1; trying again every 30 s" in \
+            [x.strip() for x in lines]  # fmt: skip
+        assert not any(x.startswith("rocketq broker registered") for x in lines)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 0, err

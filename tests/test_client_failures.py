@@ -6,7 +6,10 @@ released."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -21,6 +24,7 @@ from rocketq.client import (
     ClientConfig,
     ClientNotRunningError,
     ClientTimeoutError,
+    LitePullConsumer,
     NoRouteError,
     Producer,
     new_message,
@@ -172,8 +176,53 @@ def test_dead_broker_cannot_be_reached() -> None:
             namesrv.routes["T"] = namesrv.routes["T"].replace(broker.addr.encode(),
                                                               f"127.0.0.1:{closed_port()}".encode())  # fmt: skip
             async with Producer("PG", config=config(namesrv), send_timeout=2) as producer:
-                with pytest.raises(BrokerUnreachableError, match="connect"):
+                with pytest.raises(BrokerUnreachableError, match="connect") as info:
                     await producer.send(new_message("T", b"x"))
+                # Said as a person says it, not as the exception's text ("[Errno 111] Connect call failed (...)").
+                assert "failed: connection refused" in str(info.value)
+                assert "Errno" not in str(info.value) and "ConnectionRefusedError" not in str(info.value)
+
+    run(go())
+
+
+def test_a_rebalance_without_a_name_server_says_why_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    async def go() -> None:
+        consumer = LitePullConsumer("CG", config=config(f"127.0.0.1:{closed_port()}"))
+        consumer.subscribe("T")
+        async with consumer:
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="rocketq.client"):
+                await consumer.do_rebalance()
+        failed = [r for r in caplog.records if "rebalance of topic T failed" in r.getMessage()]
+        assert failed and all(r.levelno == logging.WARNING and r.exc_info is None for r in failed)
+        assert "no name server answered" in failed[0].getMessage()
+        assert "connection refused" in failed[0].getMessage()
+
+    run(go())
+
+
+async def _cli(*args: str) -> tuple[int, str]:
+    """``rocketq ARGS`` in a child process, without blocking the loop (the fake servers answer it): exit code
+    and standard error."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.pop("NAMESRV_ADDR", None)
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "rocketq.cli.main", *args, env=env,
+                                                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    _out, err = await proc.communicate()
+    return proc.returncode or 0, err.decode()
+
+
+def test_cli_consume_names_an_unreachable_name_server_and_a_topic_without_route() -> None:
+    async def go() -> None:
+        code, err = await _cli("consume", "-n", f"127.0.0.1:{closed_port()}", "-t", "T", "-g", "CG", "--count", "1",
+                               "--timeout", "1")  # fmt: skip
+        assert code == 1 and "Traceback" not in err, err
+        assert "no name server answered" in err and "connection refused" in err
+        async with servers(["ok"]) as (namesrv, _):
+            code, err = await _cli("consume", "-n", namesrv.server.address, "-t", "Absent", "-g", "CG", "--count",
+                                   "1", "--timeout", "1")  # fmt: skip
+        assert code == 1 and "Traceback" not in err, err
+        assert "consumed 0 of 1" in err and "topic Absent has no route" in err
 
     run(go())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,15 @@ from hypothesis import strategies as st
 
 from rocketq.client import InvalidMessageError, MessageQueue, new_message
 from rocketq.client.client_config import ClientConfig, resolve_namesrv_addrs
-from rocketq.client.errors import BrokerBusyError, BrokerError, ClientError, NoRouteError, broker_error
+from rocketq.client.errors import (
+    BrokerBusyError,
+    BrokerError,
+    BrokerUnreachableError,
+    ClientError,
+    NoRouteError,
+    broker_error,
+    log_failure,
+)
 from rocketq.client.fault_strategy import MQFaultStrategy
 from rocketq.client.offset_store import LocalFileOffsetStore, ReadOffsetType
 from rocketq.client.process_queue import ProcessQueue
@@ -344,3 +353,21 @@ def test_consume_message_directly_reports_each_listener_outcome() -> None:
         assert (ok.consume_result, ok.order, ok.spent_time_mills >= 0) == ("CR_SUCCESS", False, True)
 
     asyncio.run(scenario())
+
+
+def test_log_failure_gives_a_client_error_one_line_and_a_bug_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    log = logging.getLogger("rocketq.client.test")
+    with caplog.at_level(logging.WARNING, logger="rocketq.client.test"):
+        log_failure(log, BrokerUnreachableError("connect to 127.0.0.1:1 failed: connection refused"),
+                    "%s: persisting offsets of %s", "client-1", "G")  # fmt: skip
+        try:
+            raise KeyError("a bug")
+        except KeyError as exc:
+            log_failure(log, exc, "%s: rebalance of %s", "client-1", "G")
+    (down, bug) = caplog.records
+    assert down.levelno == logging.WARNING and down.exc_info is None
+    assert down.getMessage() == ("client-1: persisting offsets of G failed: connect to 127.0.0.1:1 failed: "
+                                 "connection refused")  # fmt: skip
+    assert bug.levelno == logging.ERROR and bug.getMessage() == "client-1: rebalance of G failed"
+    assert bug.exc_info is not None and bug.exc_info[0] is KeyError
+

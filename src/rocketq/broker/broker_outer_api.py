@@ -31,6 +31,8 @@ class BrokerOuterAPI:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.client = RemotingClient(name="broker-outer-api")
+        #: Name server -> whether the last registration with it was answered SUCCESS (not kept for one-way ones).
+        self.registered: dict[str, bool] = {}
 
     async def close(self) -> None:
         await self.client.close()
@@ -65,11 +67,14 @@ class BrokerOuterAPI:
             response = await self.client.invoke(request, timeout, addr=addr)
         except (RemotingError, OSError) as exc:
             log.warning("register broker to name server %s failed: %s", addr, exc)
+            self.registered[addr] = False
             return None
         if response.code != ResponseCode.SUCCESS:
             log.warning("register broker to name server %s refused: %d %s", addr, response.code, response.remark)
+            self.registered[addr] = False
             return None
         log.info("register broker[%d]to name server %s OK", self.config.broker_id, addr)
+        self.registered[addr] = True
         return response
 
     async def unregister_broker_all(self) -> None:

@@ -88,14 +88,30 @@ def _describe_broker(broker: BrokerController) -> str:
             f"{ha}")  # fmt: skip
 
 
+def _registration(broker: BrokerController) -> str:
+    """Which name servers took the broker's first registration, and which did not (they are asked again at
+    every periodic registration)."""
+    addrs = broker.broker_config.namesrv_addrs()
+    if not addrs:
+        return "rocketq broker registered with no name server (none set: -n ADDR or namesrvAddr): no client finds it"
+    state = broker.outer_api.registered
+    ok = [a for a in addrs if state.get(a)]
+    failed = [a for a in addrs if not state.get(a)]
+    lines = [f"rocketq broker registered with name server(s): {';'.join(ok)}"] if ok else []
+    if failed:
+        period = max(10, min(broker.broker_config.register_name_server_period // 1000, 60))
+        lines.append(f"rocketq broker could not register with name server(s) {';'.join(failed)}; trying again "
+                     f"every {period} s")  # fmt: skip
+    return "\n".join(lines)
+
+
 async def run_broker(broker: BrokerController) -> None:
     with stop_signals() as stop:
         await broker.start()
         freeze_startup_objects()
         try:
             print(_describe_broker(broker), flush=True)
-            names = broker.broker_config.namesrv_addr or "none"
-            print(f"rocketq broker registered with name server(s): {names}", flush=True)
+            print(_registration(broker), flush=True)
             await stop.wait()
         finally:
             await broker.shutdown()

@@ -34,6 +34,7 @@ from rocketq.client import (
     ConsumeFromWhere,
     InvalidMessageError,
     LitePullConsumer,
+    NoRouteError,
     Producer,
     new_message,
 )
@@ -241,6 +242,12 @@ async def _consume(args: argparse.Namespace) -> int:
     dump: Any = json.dumps
     with stop_signals() as stop:  # stop cleanly: commit what was printed
         async with consumer:
+            # A name server that does not answer is an error now; a topic with no route yet is waited for (it
+            # may be created after the consumer started) and named if nothing came.
+            try:
+                routed = bool(await consumer.fetch_message_queues(args.topic))
+            except NoRouteError:
+                routed = False
             last = time.monotonic()
             try:
                 while (args.count is None or count < args.count) and not stop.is_set():
@@ -262,7 +269,8 @@ async def _consume(args: argparse.Namespace) -> int:
     if stop.is_set():
         return 0
     if args.count is not None and count < args.count:
-        print(f"rocketq: consumed {count} of {args.count} message(s): none came for {args.timeout:g} s",
+        why = "" if routed or consumer.assignment() else f" (topic {args.topic} has no route: not created yet?)"
+        print(f"rocketq: consumed {count} of {args.count} message(s): none came for {args.timeout:g} s{why}",
               file=sys.stderr)  # fmt: skip
         return 1
     return 0

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketq.client.acl import AclClientRPCHook
 from rocketq.client.client_config import ClientConfig
-from rocketq.client.errors import ClientError, NoRouteError
+from rocketq.client.errors import ClientError, NoRouteError, log_failure
 from rocketq.client.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -247,8 +247,8 @@ class ClientInstance:
                 await job()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("%s: periodic task %s failed", self.client_id, getattr(job, "__name__", job))
+            except Exception as exc:
+                log_failure(log, exc, "%s: periodic task %s", self.client_id, getattr(job, "__name__", job))
             await asyncio.sleep(interval)
 
     async def _heartbeat_tick(self) -> None:
@@ -464,8 +464,8 @@ class ClientInstance:
         for consumer in list(self.consumers.values()):
             try:
                 await consumer.persist_consumer_offset()
-            except Exception:
-                log.exception("%s: persisting offsets of %s failed", self.client_id, consumer.group)
+            except Exception as exc:
+                log_failure(log, exc, "%s: persisting offsets of %s", self.client_id, consumer.group)
 
     def rebalance_immediately(self) -> None:
         self._rebalance_wakeup.set()
@@ -476,8 +476,8 @@ class ClientInstance:
                 await consumer.do_rebalance()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("%s: rebalance of %s failed", self.client_id, consumer.group)
+            except Exception as exc:
+                log_failure(log, exc, "%s: rebalance of %s", self.client_id, consumer.group)
 
     async def _rebalance_service(self) -> None:
         while True:

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from rocketq.client.consume_concurrently import reset_retry_topic
+from rocketq.client.errors import log_failure
 from rocketq.client.heartbeat import MessageModel
 from rocketq.client.listener import (
     ConsumeOrderlyContext,
@@ -80,8 +81,8 @@ class ConsumeMessageOrderlyService:
                 await self.consumer.rebalance.lock_all()
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("%s: renewing queue locks failed", self.consumer.group)
+            except Exception as exc:
+                log_failure(log, exc, "%s: renewing queue locks", self.consumer.group)
             await asyncio.sleep(REBALANCE_LOCK_INTERVAL)
 
     async def shutdown(self, await_termination: float) -> None:

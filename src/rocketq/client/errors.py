@@ -9,6 +9,8 @@ and ``BrokerUnreachableError``, which are also ``TimeoutError`` / ``ConnectionEr
 
 from __future__ import annotations
 
+import logging
+
 from rocketq.common.errors import RocketqError
 from rocketq.remoting.codes import ResponseCode, response_code_name
 
@@ -21,6 +23,7 @@ __all__ = [
     "ClientTimeoutError",
     "InvalidMessageError",
     "NoRouteError",
+    "log_failure",
 ]
 
 
@@ -81,3 +84,13 @@ def broker_error(code: int, remark: str | None, addr: str | None = None) -> Brok
     if code == ResponseCode.SYSTEM_BUSY:
         return BrokerBusyError(code, remark, addr)
     return BrokerError(code, remark, addr)
+
+
+def log_failure(logger: logging.Logger, exc: BaseException, what: str, *args: object) -> None:
+    """Log that *what* (a %-format of *args*) failed in a background job of the client: a :class:`ClientError`
+    (a server that does not answer, refuses or times out: it will be tried again) as one warning line with its
+    reason; anything else, a bug, at ERROR with its traceback."""
+    if isinstance(exc, ClientError):
+        logger.warning(f"{what} failed: %s", *args, exc)
+    else:
+        logger.error(f"{what} failed", *args, exc_info=exc)

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from rocketq.client.allocate_strategy import AllocateMessageQueueStrategy
-from rocketq.client.errors import ClientError
+from rocketq.client.errors import ClientError, log_failure
 from rocketq.client.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rocketq.client.message_queue import MessageQueue
 from rocketq.client.offset_store import OffsetStore, ReadOffsetType
@@ -131,8 +131,8 @@ class RebalanceImpl:
                     await self._rebalance_by_topic(topic, is_order)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    log.exception("%s: rebalance of topic %s failed", self.group, topic)
+                except Exception as exc:
+                    log_failure(log, exc, "%s: rebalance of topic %s", self.group, topic)
             await self._truncate_message_queue_not_my_topic()
             self.rebalance_count += 1
 

@@ -37,6 +37,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import os
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeAlias, cast
 
@@ -100,6 +101,16 @@ def _format_peer(peer: Any) -> str:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _connect_failure(exc: OSError | TimeoutError) -> str:
+    """Why a connect failed, as a person says it (``connection refused``, ``timed out``), not the exception's text
+    (``ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 1)``)."""
+    if isinstance(exc, TimeoutError) and not exc.errno:
+        return "timed out"
+    if exc.errno:
+        return os.strerror(exc.errno).lower()
+    return _describe(exc)
 
 
 class RpcHook(Protocol):
@@ -776,7 +787,7 @@ class RemotingClient:
                 _, conn = await asyncio.wait_for(loop.create_connection(new_connection, host, port),
                                                  self.connect_timeout)  # fmt: skip
             except (OSError, TimeoutError) as exc:
-                raise RemotingConnectError(f"connect to {target} failed: {_describe(exc)}") from exc
+                raise RemotingConnectError(f"connect to {target} failed: {_connect_failure(exc)}") from exc
             self._connections[target] = conn
             conn.attributes["addr"] = target
             return conn
