@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -113,6 +114,32 @@ def test_registers_with_name_server_and_announces_new_topics(tmp_path: Path) -> 
             assert namesrv.routes.route_data("TBW102") is None
         finally:
             await namesrv.stop()
+
+    run(scenario())
+
+
+def test_a_name_server_that_comes_up_after_the_broker_has_it_within_seconds(tmp_path: Path) -> None:
+    """Started together, the broker may try to register before its name server listens: it asks again after
+    1 s, 2 s, ... (not at the next 30 s registration), and settles back to the period once registered."""
+
+    async def scenario() -> None:
+        with socket.socket() as s:  # a port nothing listens on yet
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        async with running_broker(tmp_path / "s", namesrvAddr=f"{HOST}:{port}") as broker:
+            assert broker.outer_api.registered == {f"{HOST}:{port}": False}
+            await asyncio.sleep(1.5)  # the 1 s retry fails too: the next is 2 s later
+            namesrv = NamesrvController(HOST, port)
+            await namesrv.start()
+            try:
+                t0 = time.monotonic()
+                while namesrv.routes.route_data("TBW102") is None:
+                    assert time.monotonic() - t0 < 5, "not registered within 5 s of the name server's start"
+                    await asyncio.sleep(0.05)
+                assert broker.outer_api.registered == {f"{HOST}:{port}": True}
+                assert broker._registered_everywhere()
+            finally:
+                await namesrv.stop()
 
     run(scenario())
 
@@ -254,8 +281,8 @@ def test_rocketq_broker_with_a_conf_file(tmp_path: Path) -> None:
         # Nothing listens on port 1: the broker runs, and says it is not registered yet (not that it is).
         lines = _wait_for_line(proc, "register with name server", 30)
         assert any("rocketq broker broker-a (cluster DefaultCluster, id 0) listening on 127.0.0.1:" in x for x in lines)
-        assert "rocketq broker could not register with name server(s) 127.0.0.1:1; trying again every 30 s" in \
-            [x.strip() for x in lines]  # fmt: skip
+        assert "rocketq broker could not register with name server(s) 127.0.0.1:1 yet; trying again after 1 s, " \
+            "then less often" in [x.strip() for x in lines]  # fmt: skip
         assert not any(x.startswith("rocketq broker registered") for x in lines)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)

@@ -72,6 +72,8 @@ log = logging.getLogger(__name__)
 
 HOUSEKEEPING_INTERVAL_S = 10.0
 FIND_MASTER_INTERVAL_S = 3.0
+#: The first retry of a registration a name server did not take (doubling up to the registration period).
+REGISTER_RETRY_FIRST_S = 1.0
 
 
 class BrokerStartError(RocketqError):
@@ -260,7 +262,7 @@ class BrokerController:
                 self._every(FIND_MASTER_INTERVAL_S, self._find_master, "find the master"),
             ]  # fmt: skip
         self._periodic += [
-            self._every(period, self.register_broker_all, "register broker", delay=min(10.0, period)),
+            asyncio.get_running_loop().create_task(self._register_periodically(period), name="broker register"),
             self._every(self.broker_config.flush_consumer_offset_interval / 1000.0, self._persist_offsets,
                         "persist consumer offsets", delay=10.0),
             self._every(HOUSEKEEPING_INTERVAL_S, self._scan_not_active_channels, "client housekeeping"),
@@ -387,6 +389,32 @@ class BrokerController:
                 await asyncio.sleep(interval)
 
         return asyncio.get_running_loop().create_task(loop(), name=f"broker {what}")
+
+    def _registered_everywhere(self) -> bool:
+        """Whether every name server took the last registration (none set: yes)."""
+        taken = self.outer_api.registered
+        return all(taken.get(addr) for addr in self.broker_config.namesrv_addrs())
+
+    async def _register_periodically(self, period: float) -> None:
+        """REGISTER_BROKER every *period* seconds, the first time after 10 s (Java's schedule). While a name server
+        has not taken the last registration (it was not up yet, as when both are started together), it is asked
+        again sooner: after 1 s, then 2, 4, ... up to *period*, so that clients find the broker within seconds of
+        its name server coming up, not half a minute later."""
+        retry = REGISTER_RETRY_FIRST_S
+        wait = min(10.0, period)
+        while True:
+            if self._registered_everywhere():
+                retry = REGISTER_RETRY_FIRST_S
+            else:
+                wait, retry = min(retry, period), min(2 * retry, period)
+            await asyncio.sleep(wait)
+            wait = period
+            try:
+                await self.register_broker_all()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("register broker failed")
 
     async def _persist_offsets(self) -> None:
         await asyncio.to_thread(self.consumer_offset_manager.persist)

@@ -99,9 +99,8 @@ def _registration(broker: BrokerController) -> str:
     failed = [a for a in addrs if not state.get(a)]
     lines = [f"rocketq broker registered with name server(s): {';'.join(ok)}"] if ok else []
     if failed:
-        period = max(10, min(broker.broker_config.register_name_server_period // 1000, 60))
-        lines.append(f"rocketq broker could not register with name server(s) {';'.join(failed)}; trying again "
-                     f"every {period} s")  # fmt: skip
+        lines.append(f"rocketq broker could not register with name server(s) {';'.join(failed)} yet; trying again "
+                     "after 1 s, then less often")  # fmt: skip
     return "\n".join(lines)
 
 

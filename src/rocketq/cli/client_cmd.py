@@ -269,7 +269,8 @@ async def _consume(args: argparse.Namespace) -> int:
     if stop.is_set():
         return 0
     if args.count is not None and count < args.count:
-        why = "" if routed or consumer.assignment() else f" (topic {args.topic} has no route: not created yet?)"
+        why = "" if routed or consumer.assignment() else \
+            f" (the name server has no route for {args.topic}: not created yet, or no broker of it is up?)"
         print(f"rocketq: consumed {count} of {args.count} message(s): none came for {args.timeout:g} s{why}",
               file=sys.stderr)  # fmt: skip
         return 1
