@@ -89,8 +89,8 @@ def _describe_broker(broker: BrokerController) -> str:
 
 
 def _registration(broker: BrokerController) -> str:
-    """Which name servers took the broker's first registration, and which did not (they are asked again at
-    every periodic registration)."""
+    """Which name servers took the broker's first registration, and which did not (the broker asks those again
+    after 1 s, then less often: :meth:`BrokerController._register_periodically`)."""
     addrs = broker.broker_config.namesrv_addrs()
     if not addrs:
         return "rocketq broker registered with no name server (none set: -n ADDR or namesrvAddr): no client finds it"
