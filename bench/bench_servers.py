@@ -75,9 +75,12 @@ def stop_process(proc: subprocess.Popen[Any] | None, sig: int = signal.SIGTERM) 
 class RocketqServer:
     """``rocketq start`` with its store in ``workdir``; ``broker_conf`` (``broker.conf`` properties) if given."""
 
-    def __init__(self, workdir: Path, broker_conf: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, broker_conf: dict[str, str] | None = None,
+                 env: dict[str, str] | None = None) -> None:  # fmt: skip
+        """*env*: entries added to the server's environment (the broker's disk thresholds, say)."""
         self.workdir = workdir
         self.broker_conf = broker_conf
+        self.env = env
         self.namesrv_port = free_port()
         self.broker_port = free_port(also=(-2, 1))
         self.proc: subprocess.Popen[str] | None = None
@@ -98,7 +101,7 @@ class RocketqServer:
             conf.write_text("".join(f"{k}={v}\n" for k, v in self.broker_conf.items()), encoding="utf-8")
             cmd += ["-c", str(conf)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)  # fmt: skip
+                                     start_new_session=True, env={**os.environ, **(self.env or {})})  # fmt: skip
         assert self.proc.stdout is not None
         lines: list[str] = []
         deadline = time.monotonic() + 60
