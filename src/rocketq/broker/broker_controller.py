@@ -262,7 +262,7 @@ class BrokerController:
                 self._every(FIND_MASTER_INTERVAL_S, self._find_master, "find the master"),
             ]  # fmt: skip
         self._periodic += [
-            asyncio.get_running_loop().create_task(self._register_periodically(period), name="broker register"),
+            self._every(self._registration_waits(period), self.register_broker_all, "register broker"),
             self._every(self.broker_config.flush_consumer_offset_interval / 1000.0, self._persist_offsets,
                         "persist consumer offsets", delay=10.0),
             self._every(HOUSEKEEPING_INTERVAL_S, self._scan_not_active_channels, "client housekeeping"),
@@ -373,10 +373,14 @@ class BrokerController:
         await self.shutdown()
 
     # --- periodic services ----------------------------------------------------------------------------
-    def _every(self, interval: float, job: Callable[[], Awaitable[None] | None], what: str,
+    def _every(self, interval: float | Callable[[], float], job: Callable[[], Awaitable[None] | None], what: str,
                delay: float | None = None) -> asyncio.Task[None]:  # fmt: skip
+        """Run *job* every *interval* seconds (a function: asked before each wait), the first time after *delay*
+        (default: the interval), until cancelled; a failure is logged and the job runs again at its time."""
+        next_wait = interval if callable(interval) else lambda: interval
+
         async def loop() -> None:
-            await asyncio.sleep(interval if delay is None else delay)
+            await asyncio.sleep(next_wait() if delay is None else delay)
             while True:
                 try:
                     result = job()
@@ -386,7 +390,7 @@ class BrokerController:
                     raise
                 except Exception:
                     log.exception("%s failed", what)
-                await asyncio.sleep(interval)
+                await asyncio.sleep(next_wait())
 
         return asyncio.get_running_loop().create_task(loop(), name=f"broker {what}")
 
@@ -395,26 +399,24 @@ class BrokerController:
         taken = self.outer_api.registered
         return all(taken.get(addr) for addr in self.broker_config.namesrv_addrs())
 
-    async def _register_periodically(self, period: float) -> None:
-        """REGISTER_BROKER every *period* seconds, the first time after 10 s (Java's schedule). While a name server
-        has not taken the last registration (it was not up yet, as when both are started together), it is asked
-        again sooner: after 1 s, then 2, 4, ... up to *period*, so that clients find the broker within seconds of
-        its name server coming up, not half a minute later."""
+    def _registration_waits(self, period: float) -> Callable[[], float]:
+        """The waits between periodic registrations: *period* seconds, the first after 10 s (Java's schedule).
+        While a name server has not taken the last registration (it was not up yet, as when both are started
+        together), it is asked again sooner: after 1 s, then 2, 4, ... up to *period*, so that clients find the
+        broker within seconds of its name server coming up, not half a minute later."""
         retry = REGISTER_RETRY_FIRST_S
-        wait = min(10.0, period)
-        while True:
+        first = min(10.0, period)
+
+        def wait() -> float:
+            nonlocal retry, first
             if self._registered_everywhere():
-                retry = REGISTER_RETRY_FIRST_S
+                retry, waited = REGISTER_RETRY_FIRST_S, first
             else:
-                wait, retry = min(retry, period), min(2 * retry, period)
-            await asyncio.sleep(wait)
-            wait = period
-            try:
-                await self.register_broker_all()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("register broker failed")
+                waited, retry = min(retry, period), min(2 * retry, period)
+            first = period
+            return waited
+
+        return wait
 
     async def _persist_offsets(self) -> None:
         await asyncio.to_thread(self.consumer_offset_manager.persist)

@@ -90,7 +90,7 @@ def _describe_broker(broker: BrokerController) -> str:
 
 def _registration(broker: BrokerController) -> str:
     """Which name servers took the broker's first registration, and which did not (the broker asks those again
-    after 1 s, then less often: :meth:`BrokerController._register_periodically`)."""
+    after 1 s, then less often: :meth:`BrokerController._registration_waits`)."""
     addrs = broker.broker_config.namesrv_addrs()
     if not addrs:
         return "rocketq broker registered with no name server (none set: -n ADDR or namesrvAddr): no client finds it"

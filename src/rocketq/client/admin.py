@@ -19,7 +19,6 @@ from a random start; the route of ``TBW102`` when the topic has none, so that th
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import time
 from collections.abc import Mapping
@@ -52,7 +51,7 @@ from rocketq.common.route import BrokerData, QueueData, TopicRouteData, as_int, 
 from rocketq.remoting.codes import RequestCode, ResponseCode, request_code_name, response_code_name
 from rocketq.remoting.command import RemotingCommand, create_request
 from rocketq.remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
-from rocketq.remoting.transport import RemotingClient, parse_address
+from rocketq.remoting.transport import RemotingClient, connect_failure_reason, parse_address
 from rocketq.store.store_config import parse_properties
 
 __all__ = [
@@ -244,9 +243,8 @@ def decode_messages(body: bytes | None) -> list[MessageExt]:
 def _reason(exc: BaseException) -> str:
     """``connection refused`` rather than the text of the exception chain."""
     cause = exc.__cause__
-    errno = getattr(cause, "errno", None)
-    if isinstance(errno, int) and errno > 0:
-        return os.strerror(errno).lower()
+    if isinstance(cause, OSError) and cause.errno:
+        return connect_failure_reason(cause)
     if isinstance(cause, TimeoutError):
         return "connect timed out"
     return str(exc) or type(exc).__name__

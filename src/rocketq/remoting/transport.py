@@ -61,6 +61,7 @@ __all__ = [
     "RemotingServer",
     "RequestProcessor",
     "RpcHook",
+    "connect_failure_reason",
     "parse_address",
 ]
 
@@ -103,7 +104,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _connect_failure(exc: OSError | TimeoutError) -> str:
+def connect_failure_reason(exc: OSError) -> str:
     """Why a connect failed, as a person says it (``connection refused``, ``timed out``), not the exception's text
     (``ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 1)``)."""
     if isinstance(exc, TimeoutError) and not exc.errno:
@@ -787,7 +788,7 @@ class RemotingClient:
                 _, conn = await asyncio.wait_for(loop.create_connection(new_connection, host, port),
                                                  self.connect_timeout)  # fmt: skip
             except (OSError, TimeoutError) as exc:
-                raise RemotingConnectError(f"connect to {target} failed: {_connect_failure(exc)}") from exc
+                raise RemotingConnectError(f"connect to {target} failed: {connect_failure_reason(exc)}") from exc
             self._connections[target] = conn
             conn.attributes["addr"] = target
             return conn

@@ -597,7 +597,6 @@ class FlushRealTimeService(ServiceThread):
         _note_flush_time(self.checkpoint, self.queue)
 
 
-
 class CommitRealTimeService(ServiceThread):
     """transientStorePoolEnable: copy write buffers into the files (``CommitLog.CommitRealTimeService``)."""
 
