@@ -218,6 +218,31 @@ def test_a_held_request_does_not_block_the_next_one() -> None:
     run(with_server(scenario))
 
 
+def test_requests_of_one_read_may_wait_on_one_future() -> None:
+    """Processors that await the same future (sends that share a group-commit round), for requests that arrive in
+    one read: each takes its first step before it becomes a task, and every one gets the future's value."""
+
+    async def scenario(server: RemotingServer, client: RemotingClient) -> None:
+        shared: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        started = 0
+
+        async def wait_for_round(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            nonlocal started
+            started += 1
+            return make_response_for(request, remark=await shared)
+
+        server.register_processor(RequestCode.SEND_MESSAGE, wait_for_round)
+        calls = [asyncio.ensure_future(client.invoke(create_request(RequestCode.SEND_MESSAGE), timeout=5))
+                 for _ in range(8)]  # fmt: skip
+        while started < len(calls):
+            await asyncio.sleep(0.01)
+        shared.set_result("flushed")
+        answers = await asyncio.gather(*calls)
+        assert [(r.code, r.remark) for r in answers] == [(ResponseCode.SUCCESS, "flushed")] * len(calls)
+
+    run(with_server(scenario))
+
+
 def test_timeout_and_late_response_dropped() -> None:
     async def scenario(server: RemotingServer, client: RemotingClient) -> None:
         release = asyncio.Event()

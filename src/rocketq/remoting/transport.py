@@ -176,17 +176,27 @@ class _Resume:
     ``await _Resume(coro, yielded)`` hands ``yielded`` (what the coroutine's first step gave up: a future or
     ``None``) to the awaiting task, then relays every value and exception between the task and the coroutine
     until it returns (what ``yield from`` does).
+
+    A future that the first step gave up carries asyncio's mark of a future being awaited
+    (``_asyncio_future_blocking``) until a task takes it up. Until then, another coroutine awaiting the same future
+    (the sends that share one group-commit round) would find the mark set and fail with "await wasn't used with
+    future": the mark is taken off here and put back in the task's first step, where the task takes it up at once.
     """
 
-    __slots__ = ("_coro", "_yielded")
+    __slots__ = ("_coro", "_marked", "_yielded")
 
     def __init__(self, coro: Coroutine[Any, Any, Any], yielded: Any) -> None:
         self._coro = coro
         self._yielded = yielded
+        self._marked = getattr(yielded, "_asyncio_future_blocking", False) is True
+        if self._marked:
+            yielded._asyncio_future_blocking = False
 
     def __await__(self) -> Generator[Any, Any, Any]:
         coro = self._coro
         yielded = self._yielded
+        if self._marked:
+            yielded._asyncio_future_blocking = True
         while True:
             try:
                 sent = yield yielded
