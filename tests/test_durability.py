@@ -784,11 +784,16 @@ def test_transient_store_pool_reads_see_only_committed_bytes(tmp_path: Path) -> 
         mf = store.commit_log.mapped_file_queue.last()
         assert type(mf).__name__ == "PooledMappedFile"
         assert store.get_max_phy_offset() == r.wrote_offset  # not committed: invisible
-        assert store.look_message_by_offset(r.wrote_offset) is None
+        assert store.get_message("g", "Pool", 0, 0, 32).messages == []
         assert os.pread(os.open(mf.path, os.O_RDONLY), 8, r.wrote_offset % (64 * 1024)) == bytes(8)
         store.services.commit.commit_once(0)
         assert store.get_max_phy_offset() == r.wrote_offset + r.wrote_bytes
         assert store.look_message_by_offset(r.wrote_offset).body == b"pooled" * 10
+        # A lookup by offset (END_TRANSACTION's of its half message) commits what it needs at once.
+        r = store.put_message(Message("Pool", b"looked up", 0, {}), 0)
+        assert store.get_max_phy_offset() == r.wrote_offset
+        assert store.look_message_by_offset(r.wrote_offset).body == b"looked up"
+        assert store.get_max_phy_offset() == r.wrote_offset + r.wrote_bytes
         assert store.wait_dispatched()
         # Many files through a pool of two buffers: they are given back and reused.
         pool.grace_s = 0
@@ -806,6 +811,34 @@ def test_transient_store_pool_reads_see_only_committed_bytes(tmp_path: Path) -> 
         assert store.last_exit_ok and store.get_max_phy_offset() == results[-1].wrote_offset + results[-1].wrote_bytes
         for i, x in enumerate(results):
             assert store.look_message_by_offset(x.wrote_offset).body == bytes([i]) * 3000
+
+
+def test_transient_store_pool_a_file_rolled_before_its_commit_stays_unread(tmp_path: Path) -> None:
+    """The put path rolls on while a full pooled file's tail is still in its buffer: to another pooled file, then
+    (the pool of two dry) to a file written in place, readable at once. Dispatch stops where the full file's
+    committed data ends, so no unit is made for a record that no reader could read (a consumer given such units
+    skipped their messages: MESSAGE_WAS_REMOVING, the next offset past them)."""
+    cfg = small_config(tmp_path / "s", flush_disk_type=ASYNC_FLUSH, transient_store_pool_enable=True,
+                       transient_store_pool_size=2, commit_interval_commit_log=60_000,
+                       commit_commit_log_thorough_interval=10**14, commit_commit_log_least_pages=10**6)  # fmt: skip
+    with MessageStore(cfg) as store:
+        assert store.services.commit is not None
+        results = [store.put_message(Message("Roll", bytes([i]) * 3000, 0, {}), 0) for i in range(50)]
+        assert all(r.ok for r in results)
+        files = store.commit_log.mapped_file_queue.files
+        assert [type(f).__name__ for f in files] == ["PooledMappedFile", "PooledMappedFile", "MappedFile"]
+        assert files[0].wrote_position == files[0].file_size and files[0].committed_position == 0
+        assert files[2].read_position() > 0  # written in place: readable
+        assert not store.wait_dispatched(0.3) and store.get_max_offset_in_queue("Roll", 0) == 0
+        got = store.get_message("g", "Roll", 0, 0, 32)
+        assert (got.messages, got.next_begin_offset) == ([], 0)
+        store.services.commit.commit_once(0)
+        assert store.get_max_phy_offset() == results[-1].wrote_offset + results[-1].wrote_bytes
+        assert store.wait_dispatched()
+        bodies: list[bytes] = []
+        while got := store.get_message("g", "Roll", 0, len(bodies), 32).messages:
+            bodies += (decode_record(bytes(m)).body for m in got)
+        assert bodies == [bytes([i]) * 3000 for i in range(50)]
 
 
 def test_next_file_is_made_ahead_and_deleted_at_shutdown(tmp_path: Path) -> None:

@@ -285,3 +285,31 @@ def test_resume_check_half_message_puts_it_back_with_check_times_zero(tmp_path: 
             assert len(_read(broker, HALF)) == 2
 
     run(scenario())
+
+
+def test_a_transaction_ended_at_once_commits_with_a_transient_store_pool(tmp_path: Path) -> None:
+    """transientStorePoolEnable: the half message is in a write buffer until the commit service copies it into its
+    file (200 ms, 4 pages). An END_TRANSACTION that comes at once, as producers send it, still finds it: the
+    committed message is there for consumers then, not after the broker's check asks the producer again."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", transientStorePoolEnable="true", transientStorePoolSize="2",
+                                  transactionCheckInterval="600000") as broker, \
+                producer_of(broker) as producer:  # fmt: skip
+            assert broker.store.services is not None and broker.store.services.commit is not None
+            for i in range(3):
+                half = await producer.send_half(f"at-once-{i}".encode())
+                end = create_request(RequestCode.END_TRANSACTION, {
+                    "producerGroup": "txg", "tranStateTableOffset": half["queueOffset"],
+                    "commitLogOffset": decode_offset_message_id(half["msgId"])[1], "commitOrRollback": 8,
+                    "fromTransactionCheck": False, "msgId": half["msgId"]})  # fmt: skip
+                r = await producer.client.invoke(end)
+                assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+            # The last committed message is readable at the commit service's next round (200 ms).
+            await _until(lambda: broker.store.get_max_offset_in_queue("Tx", 1) == 3, 3, "three committed messages")
+            pulled = decode_records((await producer.client.invoke(pull_request("g", "Tx", 1, 0,
+                                                                               suspend_ms=3000))).body)  # fmt: skip
+            assert [m.body for m in pulled] == [b"at-once-0", b"at-once-1", b"at-once-2"]
+            assert producer.checks == []
+
+    run(scenario())

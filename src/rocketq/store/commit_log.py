@@ -744,6 +744,19 @@ class CommitLog:
                              run.queue_offset, nothing, nothing, run.sys_flag, run.prepared_offset,
                              [empty_properties()] * n, index_keys=index_keys, has_properties=False)  # fmt: skip
 
+    def readable_end(self, offset: int, end: int) -> int:
+        """*end*, or less: where the readable data of the file holding *offset* ends, when that is before *end*.
+
+        The rows of a hand-off never run on into the next file (a BLANK lies between), so this is where they may
+        be dispatched up to. It is the maximum offset but with a transient store pool, whose files are readable
+        up to what the commit service has copied into them: the put path may have gone on to other files (pooled,
+        or written in place when the pool ran dry, and readable at once) while this one's tail waits."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return end
+        readable = mf.file_from_offset + mf.read_position()
+        return readable if readable < end else end
+
     def read_dispatch_batch(self, offset: int, stop: int, max_records: int, *,
                             full_properties: bool | Collection[str]) -> tuple[DispatchBatch | None, int]:  # fmt: skip
         """Records from *offset* (a record start) up to *stop* or the readable end of that file, at most

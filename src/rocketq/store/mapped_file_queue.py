@@ -41,6 +41,7 @@ class MappedFileQueue:
         self.committed_where = 0
         self.store_timestamp = 0
         self._lock = threading.RLock()
+        self._commit_lock = threading.Lock()  # the commit service, a flush and a lookup may commit at once
         # Optional hook that hands over a ready (pre-created, pre-touched) file, or None when it cannot.
         self.allocator: Callable[[Path, int, int], MappedFile | None] | None = None
         self.retired: list[tuple[float, MappedFile]] = []  # deleted files whose mappings close later
@@ -190,13 +191,14 @@ class MappedFileQueue:
 
     def commit(self, least_pages: int = 0) -> bool:
         """Commit the file holding ``committed_where``; return True if nothing was committed."""
-        mf = self.find_mapped_file_by_offset(self.committed_where, self.committed_where == 0)
-        if mf is None:
-            return True
-        where = mf.file_from_offset + mf.commit(least_pages)
-        result = where == self.committed_where
-        self.committed_where = where
-        return result
+        with self._commit_lock:
+            mf = self.find_mapped_file_by_offset(self.committed_where, self.committed_where == 0)
+            if mf is None:
+                return True
+            where = mf.file_from_offset + mf.commit(least_pages)
+            result = where == self.committed_where
+            self.committed_where = where
+            return result
 
     def commit_all(self) -> None:
         for _ in range(len(self.files) + 1):

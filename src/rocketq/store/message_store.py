@@ -378,7 +378,7 @@ class ReputMessageService:
                 k = bisect.bisect_left(rows, offset, lo=k, key=_row_offset)
             if k < n and rows[k][ROW_OFFSET] == offset:
                 chunk = rows[k : k + most]
-                count, reached = _rows_in_order(chunk, offset, end)
+                count, reached = _rows_in_order(chunk, offset, cl.readable_end(offset, end))
                 if not make_files:
                     ready = store.rows_with_files(chunk, count)
                     if ready < count:
@@ -1551,12 +1551,16 @@ class MessageStore:
         """The message whose record starts at *commit_log_offset*, or None."""
         if size <= 0:
             head = self.commit_log.get_message(commit_log_offset, 8)
+            if head is None and self._commit_for(commit_log_offset):
+                head = self.commit_log.get_message(commit_log_offset, 8)
             if head is None:
                 return None
             size, _magic = read_size_and_magic(head, 0)
             if size <= 0:
                 return None
         data = self.commit_log.get_message(commit_log_offset, size)
+        if data is None and self._commit_for(commit_log_offset):
+            data = self.commit_log.get_message(commit_log_offset, size)
         if data is None:
             return None
         try:
@@ -1564,6 +1568,20 @@ class MessageStore:
         except CorruptRecordError:
             return None
         return msg if msg.commit_log_offset == commit_log_offset else None
+
+    def _commit_for(self, offset: int) -> bool:
+        """Commit the write buffers now when *offset* was appended but is not readable yet; True if it was.
+
+        With a transient store pool an appended record is readable once the commit service has copied it into its
+        file: within ``commitIntervalCommitLog`` (200 ms), and only once 4 pages wait unless its thorough interval
+        has passed. RocketMQ's lookups miss it meanwhile: a transaction ended at once (as producers do) found no
+        half message, and stayed open until the broker's check asked the producer again a minute later."""
+        services = self.services
+        queue = self.commit_log.mapped_file_queue
+        if services is None or services.commit is None or offset >= queue.get_max_wrote_position():
+            return False
+        queue.commit_all()
+        return True
 
     def look_message_by_msg_id(self, msg_id: str) -> MessageExt | None:
         """Find a message by its offset message id (store host + commit-log offset)."""
