@@ -436,3 +436,22 @@ def test_extra_members_are_kept() -> None:
     value = from_json(Open, {"name": "n", "future": [1], "zzz": True})
     assert value.extra == {"future": [1], "zzz": True}
     assert dumps(value) == '{"future":[1],"name":"n","zzz":true}'
+
+
+def test_bean_members_in_java_order_with_and_without_extra_members() -> None:
+    """A bean's members are written in Java's order of their names (not the fields' order), nulls left out; the
+    same with unknown members kept from a file, which take their place in that order."""
+
+    @dataclasses.dataclass
+    class Bean:
+        zeta: int = 1
+        alpha_beta: str | None = "a"
+        alpha: bool = False
+        nothing: str | None = None
+        extra: dict[str, object] = dataclasses.field(default_factory=dict, metadata={"fastjson": "extra"})
+
+    assert dumps(Bean()) == '{"alpha":false,"alphaBeta":"a","zeta":1}'
+    assert dumps(Bean(extra={"beta": 2, "zeta": 9})) == '{"alpha":false,"alphaBeta":"a","beta":2,"zeta":1}'
+    assert dumps([Bean(alpha_beta=None)], pretty=True) == '[{\n\t"alpha":false,\n\t"zeta":1\n}]'
+    nested = '{\n\t"k":{\n\t\t"alpha":false,\n\t\t"alphaBeta":"a",\n\t\t"zeta":1\n\t}\n}'
+    assert dumps({"k": Bean()}, pretty=True) == nested

@@ -429,12 +429,26 @@ def _extra_field(cls: type) -> str | None:
     return None
 
 
+@functools.cache
+def _bean_layout_names(cls: type) -> tuple[str, ...]:
+    """The names of all of ``cls``'s fields (the unknown-members field too): none makes ``{}``."""
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@functools.cache
+def _sorted_bean_names(cls: type) -> tuple[tuple[str, str], ...]:
+    """:func:`_bean_names` in the order fastjson writes the members (Java's order of their names)."""
+    return tuple(sorted(_bean_names(cls), key=lambda names: _java_sort_key(names[1])))
+
+
 def _bean_members(bean: Any) -> list[tuple[str, Any]]:
+    """(member name, value) of *bean* as fastjson writes them: in order, nulls left out, unknown members kept."""
     cls = type(bean)
-    members: dict[str, Any] = {}
     extra = _extra_field(cls)
-    if extra is not None:
-        members.update(getattr(bean, extra) or {})
+    more = getattr(bean, extra) if extra is not None else None
+    if not more:  # the usual case: the order is the class's, worked out once
+        return [(name, value) for attr, name in _sorted_bean_names(cls) if (value := getattr(bean, attr)) is not None]
+    members: dict[str, Any] = dict(more)
     for attr, name in _bean_names(cls):
         members[name] = getattr(bean, attr)
     return sorted((kv for kv in members.items() if kv[1] is not None), key=lambda kv: _java_sort_key(kv[0]))
@@ -463,11 +477,16 @@ class _Writer:
 
     def newline(self, level: int) -> None:
         if self.pretty:
-            self.out.append("\n" + "\t" * level)
+            self.out.append(_NEWLINES[level] if level < len(_NEWLINES) else "\n" + "\t" * level)
 
     def value(self, value: Any) -> None:
         out = self.out
-        if value is None:
+        kind = type(value)
+        if kind is str:  # the commonest values first, by exact type (not bool, not an enum)
+            out.append(self.quote(value))
+        elif kind is int:
+            out.append(str(value))
+        elif value is None:
             out.append("null")
         elif value is True:
             out.append("true")
@@ -488,7 +507,7 @@ class _Writer:
         elif isinstance(value, Mapping):
             self.map(value)
         elif _is_bean(value):
-            if dataclasses.fields(value):
+            if _bean_layout_names(type(value)):
                 self.members(_bean_members(value))
             else:
                 out.append("{}")
@@ -524,18 +543,19 @@ class _Writer:
 
     def members(self, members: Iterable[tuple[str, Any]]) -> None:
         level = self.level
-        self.out.append("{")
+        out = self.out
+        out.append("{")
         self.level = level + 1
-        for i, (name, value) in enumerate(members):
-            if i:
-                self.out.append(",")
-            self.newline(level + 1)
-            self.out.append(self.quote(name))
-            self.out.append(":")
+        standard = self.standard
+        first = "\n" + "\t" * (level + 1) if self.pretty else ""  # what goes before a member: newline() inline
+        rest = "," + first
+        for name, value in members:
+            out.append(first + _member_name(name, standard))
+            first = rest
             self.value(value)
         self.level = level
         self.newline(level)
-        self.out.append("}")
+        out.append("}")
 
     def map(self, mapping: Mapping[Any, Any]) -> None:
         entries: Iterable[tuple[Any, Any]] = mapping.items()
@@ -571,6 +591,15 @@ class _Writer:
             self.out.append(self.quote(dumps(key)))
         else:
             self.value(key)
+
+
+_NEWLINES = ["\n" + "\t" * level for level in range(32)]  # fastjson's PrettyFormat: a tab per level
+
+
+@functools.lru_cache(maxsize=1024)
+def _member_name(name: str, standard: bool) -> str:
+    """A bean member's name, quoted, and its colon: beans of one class repeat a few names."""
+    return quote(name, browser_compatible=standard) + ":"
 
 
 def _sorted_entries(mapping: Mapping[Any, Any]) -> list[tuple[Any, Any]]:
