@@ -118,6 +118,40 @@ def test_registers_with_name_server_and_announces_new_topics(tmp_path: Path) -> 
     run(scenario())
 
 
+def test_a_created_topic_is_routed_when_the_answer_comes_and_registered_alone(tmp_path: Path) -> None:
+    """UPDATE_AND_CREATE_TOPIC registers the one topic with the name servers (Java's registerIncrementBrokerData)
+    before it answers: the route is there as soon as the tool has its answer, and a broker with many topics does
+    not send them all for each new one. The name server keeps the topics the registration does not name."""
+
+    async def scenario() -> None:
+        namesrv = NamesrvController(HOST, 0)
+        await namesrv.start()
+        try:
+            async with running_broker(tmp_path / "s", namesrvAddr=namesrv.address) as broker:
+                sent: list[list[str]] = []
+                register = broker.outer_api.register_broker_all
+
+                async def spy(wrapper, **kw):  # type: ignore[no-untyped-def]
+                    sent.append(sorted(wrapper["topicConfigTable"]))
+                    return await register(wrapper, **kw)
+
+                broker.outer_api.register_broker_all = spy  # type: ignore[method-assign]
+                async with client_of(broker) as client:
+                    for queues in (4, 6):
+                        r = await client.invoke(create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                            "topic": "Made", "defaultTopic": "TBW102", "readQueueNums": queues,
+                            "writeQueueNums": queues, "perm": 6, "topicFilterType": "SINGLE_TAG"}))  # fmt: skip
+                        assert r.code == ResponseCode.SUCCESS
+                        route = json_compat.loads(json_compat.dumps(namesrv.routes.route_data("Made")))
+                        assert [q["writeQueueNums"] for q in route["queueDatas"]] == [queues]
+                assert sent == [["Made"], ["Made"]]
+                assert namesrv.routes.route_data("TBW102") is not None  # the others are kept
+        finally:
+            await namesrv.stop()
+
+    run(scenario())
+
+
 def test_a_name_server_that_comes_up_after_the_broker_has_it_within_seconds(tmp_path: Path) -> None:
     """Started together, the broker may try to register before its name server listens: it asks again after
     1 s, 2 s, ... (not at the next 30 s registration), and settles back to the period once registered."""

@@ -158,7 +158,7 @@ class AdminBrokerProcessor:
         return answer
 
     # --- topics -----------------------------------------------------------------------------------------
-    def update_and_create_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+    async def update_and_create_topic(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         ctl = self.controller
         refused = self._refused_on_slave(request)
         if refused is not None:
@@ -177,7 +177,9 @@ class AdminBrokerProcessor:
                           topic_filter_type=filter_type, topic_sys_flag=h.get_int("topicSysFlag", 0),
                           order=h.get_bool("order", False))  # fmt: skip
         log.info("updateAndCreateTopic called by %s: %s", conn.remote_address, cfg)
-        ctl.topic_config_manager.update_topic_config(cfg)
+        ctl.topic_config_manager.update_topic_config(cfg, announce=False)
+        # As Java: the name servers have the topic's route before the answer (registerIncrementBrokerData).
+        await ctl.register_increment_broker_data(cfg)
         # Java answers SUCCESS without replacing the remark of createResponseCommand (golden capture 003).
         return make_response_for(request, ResponseCode.SUCCESS, "not set any response code")
 

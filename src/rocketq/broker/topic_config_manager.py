@@ -124,16 +124,17 @@ class BrokerTopicConfigManager:
         except OSError:
             log.exception("cannot persist %s", self.table.config_path)
 
-    def _created(self, cfg: TopicConfig) -> None:
+    def _created(self, cfg: TopicConfig, announce: bool = True) -> None:
         self.persist()
-        if self.on_change is not None:
+        if announce and self.on_change is not None:
             self.on_change(cfg)
 
-    def update_topic_config(self, cfg: TopicConfig) -> None:
-        """``updateTopicConfig``: create or replace a topic (UPDATE_AND_CREATE_TOPIC)."""
+    def update_topic_config(self, cfg: TopicConfig, *, announce: bool = True) -> None:
+        """``updateTopicConfig``: create or replace a topic (UPDATE_AND_CREATE_TOPIC). *announce*: let the broker
+        register again with the name servers (False: the caller registers the change itself)."""
         with self._lock:
             self.table.put(cfg)
-        self._created(cfg)
+        self._created(cfg, announce)
 
     def delete_topic_config(self, topic: str) -> TopicConfig | None:
         with self._lock:
