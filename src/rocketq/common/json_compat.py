@@ -430,9 +430,9 @@ def _extra_field(cls: type) -> str | None:
 
 
 @functools.cache
-def _bean_layout_names(cls: type) -> tuple[str, ...]:
-    """The names of all of ``cls``'s fields (the unknown-members field too): none makes ``{}``."""
-    return tuple(f.name for f in dataclasses.fields(cls))
+def _has_fields(cls: type) -> bool:
+    """Whether ``cls`` has any field (the unknown-members field too): a bean of none is written ``{}``."""
+    return bool(dataclasses.fields(cls))
 
 
 @functools.cache
@@ -477,7 +477,7 @@ class _Writer:
 
     def newline(self, level: int) -> None:
         if self.pretty:
-            self.out.append(_NEWLINES[level] if level < len(_NEWLINES) else "\n" + "\t" * level)
+            self.out.append(_indent(level))
 
     def value(self, value: Any) -> None:
         out = self.out
@@ -507,7 +507,7 @@ class _Writer:
         elif isinstance(value, Mapping):
             self.map(value)
         elif _is_bean(value):
-            if _bean_layout_names(type(value)):
+            if _has_fields(type(value)):
                 self.members(_bean_members(value))
             else:
                 out.append("{}")
@@ -547,7 +547,7 @@ class _Writer:
         out.append("{")
         self.level = level + 1
         standard = self.standard
-        first = "\n" + "\t" * (level + 1) if self.pretty else ""  # what goes before a member: newline() inline
+        first = _indent(level + 1) if self.pretty else ""  # what goes before a member: newline() inline
         rest = "," + first
         for name, value in members:
             out.append(first + _member_name(name, standard))
@@ -593,7 +593,12 @@ class _Writer:
             self.value(key)
 
 
-_NEWLINES = ["\n" + "\t" * level for level in range(32)]  # fastjson's PrettyFormat: a tab per level
+_NEWLINES = ["\n" + "\t" * level for level in range(32)]
+
+
+def _indent(level: int) -> str:
+    """A new line at nesting *level*: fastjson's PrettyFormat puts a tab per level."""
+    return _NEWLINES[level] if level < len(_NEWLINES) else "\n" + "\t" * level
 
 
 @functools.lru_cache(maxsize=1024)

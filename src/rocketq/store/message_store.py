@@ -1578,7 +1578,8 @@ class MessageStore:
         half message, and stayed open until the broker's check asked the producer again a minute later."""
         services = self.services
         queue = self.commit_log.mapped_file_queue
-        if services is None or services.commit is None or offset >= queue.get_max_wrote_position():
+        if services is None or services.commit is None or not queue.committed_where <= offset < \
+                queue.get_max_wrote_position():  # fmt: skip
             return False
         queue.commit_all()
         return True
