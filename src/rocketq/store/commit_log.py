@@ -751,7 +751,11 @@ class CommitLog:
         be dispatched up to. It is the maximum offset but with a transient store pool, whose files are readable
         up to what the commit service has copied into them: the put path may have gone on to other files (pooled,
         or written in place when the pool ran dry, and readable at once) while this one's tail waits."""
-        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        queue = self.mapped_file_queue
+        files = queue.files
+        if not files or files[-1].file_from_offset <= offset:
+            return end  # in the last file (the usual case): its readable end is the maximum offset
+        mf = queue.find_mapped_file_by_offset(offset)
         if mf is None:
             return end
         readable = mf.file_from_offset + mf.read_position()
