@@ -1,4 +1,4 @@
-"""A name server and two brokers of one cluster as separate ``rocketq`` processes (spec §1, §7.2, §7.3, §11.1).
+"""A name server and brokers as separate ``rocketq`` processes (spec §1, §7.2, §7.3, §11.1).
 
 ``rocketq namesrv -p 0`` and two ``rocketq broker -c broker.conf`` (generated: cluster ``TestCluster``, brokers
 ``broker-a`` and ``broker-b``, ``listenPort=0`` so each takes free ports on 127.0.0.1) register with each other;
@@ -6,6 +6,9 @@
 round robin and reads everything back. Routes list both brokers, the sends spread evenly over both, and a broker
 that stops unregisters. Every process is stopped with SIGTERM (killed if it does not stop in time), also when a
 check fails.
+
+A broker killed with SIGKILL under a send load and started again on its store keeps every send it acknowledged
+(SYNC_FLUSH and ASYNC_FLUSH).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 import pytest
 
 from broker_support import SMALL_STORE
+from rocketq.client import ClientConfig, ClientError, Producer, PullConsumer, PullStatus, SendStatus, new_message
 
 START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
@@ -171,8 +175,6 @@ def test_two_brokers_one_cluster(tmp_path: Path, processes: list[RocketqProcess]
 def _send_until_killed(ns: str, broker: RocketqProcess, kill_after_acked: int) -> list[tuple[int, int, str]]:
     """16 senders of one producer send to KillT until the broker, killed with SIGKILL once *kill_after_acked*
     sends were acknowledged, stops answering: the (queue, queue offset, key) of every acknowledged send."""
-    from rocketq.client import ClientConfig, ClientError, Producer, SendStatus, new_message
-
     acked: list[tuple[int, int, str]] = []
     killed: list[bool] = []
 
@@ -206,8 +208,6 @@ def _send_until_killed(ns: str, broker: RocketqProcess, kill_after_acked: int) -
 
 def _stored(ns: str) -> dict[tuple[int, int], str]:
     """(queue, queue offset) -> key of every message of KillT, pulled from the broker."""
-    from rocketq.client import ClientConfig, PullConsumer, PullStatus
-
     async def main() -> dict[tuple[int, int], str]:
         found: dict[tuple[int, int], str] = {}
         async with PullConsumer("KillCG", config=ClientConfig(namesrv_addr=ns, instance_name="check")) as consumer:
