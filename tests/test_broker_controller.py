@@ -53,6 +53,13 @@ def test_broker_conf_sets_broker_and_store(tmp_path: Path) -> None:
             load_broker_config(conf)
     with pytest.raises(BrokerConfigError, match="haListenPort"):
         load_broker_config(None, ha_listen_port=65536)
+    # What rocketq does not build is refused by name, not run without (a DLedger store is another format).
+    for unbuilt in ("enableDLegerCommitLog", "enableControllerMode"):
+        conf.write_text(f"{unbuilt} = true\n")
+        with pytest.raises(BrokerConfigError, match=f"{unbuilt}=true: .* not built in rocketq"):
+            load_broker_config(conf)
+        conf.write_text(f"{unbuilt}=false\n")
+        load_broker_config(conf)
 
 
 @pytest.mark.parametrize(("argv", "problem"), [

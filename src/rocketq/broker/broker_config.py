@@ -160,6 +160,7 @@ def broker_config_from_properties(props: dict[str, str], **overrides: Any
                                   ) -> tuple[BrokerConfig, MessageStoreConfig]:  # fmt: skip
     """Both configs from parsed ``broker.conf`` properties; ``overrides`` (snake_case) win over the file
     and go to whichever of the two configs has the attribute."""
+    _refuse_unbuilt(props)
     broker = BrokerConfig()
     broker.apply_properties(props)
     try:
@@ -182,6 +183,21 @@ def broker_config_from_properties(props: dict[str, str], **overrides: Any
     _check_ports(broker)
     check_role(broker)
     return broker, store
+
+
+#: Settings that turn on what rocketq does not build; a broker would otherwise run without it and say nothing.
+_UNBUILT = {
+    "enableDLegerCommitLog": "DLedger (a commit log replicated by Raft, with leader election) is not built in "
+                             "rocketq; replicate with brokerRole=SYNC_MASTER or ASYNC_MASTER and a SLAVE instead",
+    "enableControllerMode": "5.x's controller (automatic master switch) is not built in rocketq; replicate with "
+                            "brokerRole=SYNC_MASTER or ASYNC_MASTER and a SLAVE instead",
+}
+
+
+def _refuse_unbuilt(props: dict[str, str]) -> None:
+    for key, why in _UNBUILT.items():
+        if props.get(key, "").strip().lower() == "true":
+            raise BrokerConfigError(f"{key}=true: {why}")
 
 
 def check_role(broker: BrokerConfig) -> None:
