@@ -178,7 +178,7 @@ def test_a_name_server_that_comes_up_after_the_broker_has_it_within_seconds(tmp_
                     assert time.monotonic() - t0 < 5, "not registered within 5 s of the name server's start"
                     await asyncio.sleep(0.05)
                 assert broker.outer_api.registered == {f"{HOST}:{port}": True}
-                assert broker._registered_everywhere()
+                assert broker.outer_api.not_registered() == []
             finally:
                 await namesrv.stop()
 

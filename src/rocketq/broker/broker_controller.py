@@ -64,7 +64,7 @@ from rocketq.remoting.command import RemotingCommand, create_request
 from rocketq.remoting.errors import RemotingError
 from rocketq.remoting.transport import ProcessorTable, RemotingConnection, RemotingServer, RequestProcessor
 from rocketq.store.commit_log import PutMessageResult
-from rocketq.store.config_json import DataVersion, TopicConfig
+from rocketq.store.config_json import TopicConfig
 from rocketq.store.message_store import MessageStore
 from rocketq.store.store_config import MessageStoreConfig
 
@@ -394,11 +394,6 @@ class BrokerController:
 
         return asyncio.get_running_loop().create_task(loop(), name=f"broker {what}")
 
-    def _registered_everywhere(self) -> bool:
-        """Whether every name server took the last registration (none set: yes)."""
-        taken = self.outer_api.registered
-        return all(taken.get(addr) for addr in self.broker_config.namesrv_addrs())
-
     def _registration_waits(self, period: float) -> Callable[[], float]:
         """The waits between periodic registrations: *period* seconds, the first after 10 s (Java's schedule).
         While a name server has not taken the last registration (it was not up yet, as when both are started
@@ -409,7 +404,7 @@ class BrokerController:
 
         def wait() -> float:
             nonlocal retry, first
-            if self._registered_everywhere():
+            if not self.outer_api.not_registered():
                 retry, waited = REGISTER_RETRY_FIRST_S, first
             else:
                 waited, retry = min(retry, period), min(2 * retry, period)
@@ -451,9 +446,10 @@ class BrokerController:
         task.add_done_callback(self._tasks.discard)
 
     # --- name servers ---------------------------------------------------------------------------------
-    def topic_config_wrapper(self) -> dict[str, object]:
-        """``registerBrokerAll``'s wrapper; a broker without read or write permission announces its own perm."""
-        wrapper = self.topic_config_manager.build_topic_config_serialize_wrapper()
+    def topic_config_wrapper(self, only: TopicConfig | None = None) -> dict[str, object]:
+        """``registerBrokerAll``'s wrapper (``registerIncrementBrokerData``'s with *only*: that topic alone); a
+        broker without read or write permission announces its own perm."""
+        wrapper = self.topic_config_manager.build_topic_config_serialize_wrapper(only)
         perm = self.broker_config.broker_permission
         if perm & (PERM_READ | PERM_WRITE) != PERM_READ | PERM_WRITE:
             table = wrapper["topicConfigTable"]
@@ -469,14 +465,8 @@ class BrokerController:
         lock = self._register_lock
         if lock is None:
             return
-        perm = self.broker_config.broker_permission
-        if perm & (PERM_READ | PERM_WRITE) != PERM_READ | PERM_WRITE:
-            cfg = dataclasses.replace(cfg, perm=perm)
-        version = self.topic_config_manager.data_version
-        wrapper = {"dataVersion": DataVersion(counter=version.counter, timestamp=version.timestamp),
-                   "topicConfigTable": {cfg.topic_name: cfg}}  # fmt: skip
         async with lock:
-            await self.outer_api.register_broker_all(wrapper)
+            await self.outer_api.register_broker_all(self.topic_config_wrapper(cfg))
 
     async def register_broker_all(self) -> None:
         """REGISTER_BROKER to every name server (one registration at a time; a change during one queues another)."""

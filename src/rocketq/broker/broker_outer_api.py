@@ -34,6 +34,10 @@ class BrokerOuterAPI:
         #: Name server -> whether the last registration with it was answered SUCCESS (not kept for one-way ones).
         self.registered: dict[str, bool] = {}
 
+    def not_registered(self) -> list[str]:
+        """The configured name servers that did not take the last registration (or were not asked yet)."""
+        return [addr for addr in self.config.namesrv_addrs() if not self.registered.get(addr)]
+
     async def close(self) -> None:
         await self.client.close()
 

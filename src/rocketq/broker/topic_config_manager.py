@@ -190,8 +190,10 @@ class BrokerTopicConfigManager:
         return cfg
 
     # --- registration -------------------------------------------------------------------------------
-    def build_topic_config_serialize_wrapper(self) -> dict[str, object]:
-        """``TopicConfigSerializeWrapper``: what REGISTER_BROKER carries and GET_ALL_TOPIC_CONFIG answers."""
+    def build_topic_config_serialize_wrapper(self, only: TopicConfig | None = None) -> dict[str, object]:
+        """``TopicConfigSerializeWrapper``: what REGISTER_BROKER carries and GET_ALL_TOPIC_CONFIG answers; with
+        *only*, that topic alone and the current data version (``registerIncrementBrokerData``'s)."""
         with self._lock:
             version = DataVersion(counter=self.data_version.counter, timestamp=self.data_version.timestamp)
-            return {"dataVersion": version, "topicConfigTable": dict(self.table.topic_config_table)}
+            table = {only.topic_name: only} if only is not None else dict(self.table.topic_config_table)
+            return {"dataVersion": version, "topicConfigTable": table}

@@ -94,9 +94,8 @@ def _registration(broker: BrokerController) -> str:
     addrs = broker.broker_config.namesrv_addrs()
     if not addrs:
         return "rocketq broker registered with no name server (none set: -n ADDR or namesrvAddr): no client finds it"
-    state = broker.outer_api.registered
-    ok = [a for a in addrs if state.get(a)]
-    failed = [a for a in addrs if not state.get(a)]
+    failed = broker.outer_api.not_registered()
+    ok = [a for a in addrs if a not in failed]
     lines = [f"rocketq broker registered with name server(s): {';'.join(ok)}"] if ok else []
     if failed:
         lines.append(f"rocketq broker could not register with name server(s) {';'.join(failed)} yet; trying again "

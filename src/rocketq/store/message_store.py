@@ -1549,18 +1549,9 @@ class MessageStore:
 
     def look_message_by_offset(self, commit_log_offset: int, size: int = -1) -> MessageExt | None:
         """The message whose record starts at *commit_log_offset*, or None."""
-        if size <= 0:
-            head = self.commit_log.get_message(commit_log_offset, 8)
-            if head is None and self._commit_for(commit_log_offset):
-                head = self.commit_log.get_message(commit_log_offset, 8)
-            if head is None:
-                return None
-            size, _magic = read_size_and_magic(head, 0)
-            if size <= 0:
-                return None
-        data = self.commit_log.get_message(commit_log_offset, size)
+        data = self._record_at(commit_log_offset, size)
         if data is None and self._commit_for(commit_log_offset):
-            data = self.commit_log.get_message(commit_log_offset, size)
+            data = self._record_at(commit_log_offset, size)
         if data is None:
             return None
         try:
@@ -1568,6 +1559,17 @@ class MessageStore:
         except CorruptRecordError:
             return None
         return msg if msg.commit_log_offset == commit_log_offset else None
+
+    def _record_at(self, offset: int, size: int) -> bytes | None:
+        """The readable bytes of the record at *offset* (*size* of them; read from its head when not positive)."""
+        if size <= 0:
+            head = self.commit_log.get_message(offset, 8)
+            if head is None:
+                return None
+            size, _magic = read_size_and_magic(head, 0)
+            if size <= 0:
+                return None
+        return self.commit_log.get_message(offset, size)
 
     def _commit_for(self, offset: int) -> bool:
         """Commit the write buffers now when *offset* was appended but is not readable yet; True if it was.
