@@ -84,7 +84,10 @@ class Shadow:
             if fd is None:
                 target = self.shadow / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
+                # Whole-sized from the moment it has a name, as the store makes its files: a kill between a
+                # create and its ftruncate would leave an empty file no power loss leaves.
+                made = None if target.exists() else mapped_file._create_sized(target, len(mm), False)
+                fd = made if made is not None else os.open(target, os.O_RDWR | os.O_CREAT, 0o644)
                 if os.fstat(fd).st_size < len(mm):
                     os.ftruncate(fd, len(mm))
                 self.fds[rel] = fd

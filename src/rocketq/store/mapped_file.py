@@ -26,6 +26,7 @@ fdatasync/msync of a store file with the range that is now known to be on disk
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import mmap
 import os
@@ -100,6 +101,45 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _create_sized(path: Path, size: int, preallocate: bool) -> int | None:
+    """A descriptor of a new file at *path* that is *size* bytes long from the moment its name exists (its blocks
+    reserved with *preallocate*), or None where it cannot be made that way (no ``O_TMPFILE`` here, nor in this
+    file system, or no ``/proc`` to link it through): the caller then creates and sizes it in two steps.
+
+    The file is made unnamed in its directory, sized, and then linked in. A process killed meanwhile leaves
+    nothing; one killed between a plain create and its ``ftruncate`` would leave an empty file, and RocketMQ's
+    loader refuses a directory holding a file whose length is not the configured size (a consume queue's next
+    file, made ahead by the reput thread, was found so after a SIGKILL). Raises OSError from the reservation
+    (a full disk) and FileExistsError when *path* appeared meanwhile."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag:
+        return None
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        try:
+            fd = os.open(".", flag | os.O_RDWR, 0o644, dir_fd=dir_fd)
+        except OSError:  # not supported by this file system (EOPNOTSUPP, EISDIR, EINVAL)
+            return None
+        try:
+            os.ftruncate(fd, size)
+            if preallocate:
+                os.posix_fallocate(fd, 0, size)
+            # linkat(..., AT_SYMLINK_FOLLOW) through the descriptor's /proc link: os.link makes that call only when
+            # given a directory descriptor (plain link() does not follow the link, and fails with EXDEV).
+            os.link(f"/proc/self/fd/{fd}", path.name, dst_dir_fd=dir_fd)
+        except OSError as e:
+            os.close(fd)  # the unnamed file goes with its descriptor
+            if isinstance(e, FileExistsError) or (preallocate and e.errno in (errno.ENOSPC, errno.EDQUOT)):
+                raise
+            return None
+        return fd
+    finally:
+        os.close(dir_fd)
+
+
 def offset_to_file_name(offset: int) -> str:
     """``UtilAll.offset2FileName``: 20 decimal digits, zero-padded."""
     return f"{offset:020d}"
@@ -141,10 +181,20 @@ class MappedFile:
         # (reserve_ahead), what is written has its blocks.
         self.reserved_to = 0
         flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
+        made = None
+        if create and not read_only and not self.path.exists():
+            try:
+                made = _create_sized(self.path, file_size, preallocate)
+            except FileExistsError:
+                pass  # made by someone else meanwhile: opened below, and its size checked
+            except OSError as e:
+                raise StoreError(f"cannot map {self.path}: {e.strerror}") from e
         try:
-            self._fd = os.open(self.path, flags, 0o644)
+            self._fd = made if made is not None else os.open(self.path, flags, 0o644)
         except OSError as e:
             raise StoreError(f"cannot open {self.path}: {e.strerror}") from e
+        if made is not None and preallocate:
+            self.reserved_to = file_size
         size = -1
         try:
             size = os.fstat(self._fd).st_size
