@@ -26,6 +26,26 @@ from rocketq.remoting.command import create_request
 from rocketq.remoting.transport import RemotingClient
 
 
+def test_settings_the_broker_does_not_use_are_named_with_what_they_nearly_spell(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    """RocketMQ ignores keys it does not know without a word; rocketq ignores them too, but says which, so that
+    a misspelt or older name (4.x before 4.4 spelt ``maped``) does not go unseen."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\ndeleteWhen=04\n"
+                    "fileReservedTime=48\nbrokerRole=ASYNC_MASTER\nflushDiskType=ASYNC_FLUSH\nbrokerIp1=127.0.0.1\n"
+                    "mappedFileSizeConsumeQueue=6000\n")  # fmt: skip
+    with caplog.at_level("WARNING", logger="rocketq.broker.broker_config"):
+        load_broker_config(conf)
+    assert caplog.records == []  # RocketMQ's stock broker.conf keys, and an earlier rocketq name
+    conf.write_text("brokerName=broker-a\nmapedFileSizeCommitLog=1048576\nsendMessageThreadPoolNums=8\n")
+    with caplog.at_level("WARNING", logger="rocketq.broker.broker_config"):
+        _broker, store = load_broker_config(conf)
+    assert store.mapped_file_size_commit_log == 1 << 30  # ignored, as RocketMQ ignores it
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{conf}: settings rocketq does not use, ignored: mapedFileSizeCommitLog (mappedFileSizeCommitLog?), "
+        "sendMessageThreadPoolNums"]
+
+
 def test_broker_conf_sets_broker_and_store(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerClusterName = C1\nbrokerName=b-1\nbrokerId=0\nlistenPort=20911\n"

@@ -11,6 +11,8 @@ values the two share (``brokerIP1``, ``listenPort``, ``brokerClusterName``, ``au
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 import socket
 from dataclasses import dataclass, field
@@ -18,9 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.common.errors import RocketqError
-from rocketq.store.store_config import MessageStoreConfig, parse_properties
+from rocketq.store.store_config import PROPERTY_ALIASES, MessageStoreConfig, parse_properties
 
-__all__ = ["BrokerConfig", "BrokerConfigError", "broker_config_from_properties", "load_broker_config"]
+log = logging.getLogger(__name__)
+
+__all__ = ["BrokerConfig", "BrokerConfigError", "broker_config_from_properties", "load_broker_config",
+           "unused_settings"]
 
 #: Values BrokerConfig and MessageStoreConfig both hold (attribute names are the same in both).
 SHARED_WITH_STORE = ("broker_ip1", "listen_port", "broker_cluster_name", "auto_create_topic_enable",
@@ -230,6 +235,22 @@ def sync_store_config(broker: BrokerConfig, store: MessageStoreConfig) -> None:
     broker.broker_role = store.broker_role
 
 
+def unused_settings(props: dict[str, str]) -> list[str]:
+    """The keys of *props* that neither the broker's settings nor the store's take, each followed by the setting
+    it nearly spells when there is one (``mapedFileSizeCommitLog (mappedFileSizeCommitLog?)``).
+
+    RocketMQ ignores keys it does not know, as rocketq does; saying which were ignored shows a misspelt key, an
+    older name, or a setting of RocketMQ's that rocketq does not use (its thread pools, say)."""
+    known = set(BrokerConfig.property_names()) | set(MessageStoreConfig.field_names()) | set(PROPERTY_ALIASES)
+    out = []
+    for key in props:
+        if key in known:
+            continue
+        near = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
+        out.append(f"{key} ({near[0]}?)" if near else key)
+    return out
+
+
 def load_broker_config(path: str | os.PathLike[str] | None = None, **overrides: Any
                        ) -> tuple[BrokerConfig, MessageStoreConfig]:  # fmt: skip
     """Read a ``broker.conf`` (or nothing: all defaults) into the broker's and the store's configs."""
@@ -246,4 +267,7 @@ def load_broker_config(path: str | os.PathLike[str] | None = None, **overrides: 
             raise BrokerConfigError(f"{p}: cannot read: {exc.strerror}") from None
         except UnicodeDecodeError:
             raise BrokerConfigError(f"{p}: not a text properties file") from None
+        unused = unused_settings(props)
+        if unused:
+            log.warning("%s: settings rocketq does not use, ignored: %s", p, ", ".join(unused))
     return broker_config_from_properties(props, **overrides)

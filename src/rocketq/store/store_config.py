@@ -150,12 +150,15 @@ class MessageStoreConfig:
 
     def apply_properties(self, props: dict[str, str]) -> None:
         fields = self.field_names()
-        aliases = {"brokerIp1": "brokerIP1", "checkCrcOnRecover": "checkCRCOnRecover"}  # earlier rocketq names
         for key, raw in props.items():
-            f = fields.get(aliases.get(key, key))
+            f = fields.get(PROPERTY_ALIASES.get(key, key))
             if f is None:
                 continue
             setattr(self, f.name, _convert(key, raw, f))
+
+
+#: Earlier rocketq names of store settings, still read.
+PROPERTY_ALIASES = {"brokerIp1": "brokerIP1", "checkCrcOnRecover": "checkCRCOnRecover"}
 
 
 def _convert(key: str, raw: str, f: dataclasses.Field[Any]) -> Any:
