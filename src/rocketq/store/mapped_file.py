@@ -2,8 +2,9 @@
 
 Mirrors ``store/MappedFile.java`` (5.x ``logfile/DefaultMappedFile``;
 store-format §2.5). A file is created at its full size (sparse: unwritten bytes
-read as zeros) and named by the 20-digit offset of its first byte in its
-logical stream. It keeps three positions, none of them persisted:
+read as zeros), gets its name only once it has that size (:func:`_create_sized`),
+and is named by the 20-digit offset of its first byte in its logical stream.
+It keeps three positions, none of them persisted:
 
 - ``wrote_position``: end of the bytes appended so far;
 - ``committed_position``: end of the bytes visible to readers (equal to the
