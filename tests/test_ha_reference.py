@@ -26,12 +26,14 @@ import pytest
 from reference_support import (
     JAVA_DIR,
     SCRIPT,
+    assert_clean,
     reference_env,
     reference_ports,
     rocketmq_running,
     rocketq_process,
     rocketq_start,
     script,
+    store_checker,
 )
 from rocketq.client.admin import MQAdmin
 from rocketq.client.client_config import ClientConfig
@@ -211,3 +213,13 @@ def test_java_client_against_a_rocketq_master_and_slave(tmp_path: Path) -> None:
             _wait(lambda: topics.exists() and "HaJavaT" in topics.read_text(), 30, "the slave's topic sync")
         out = script(env, "java-client", "ClientCompatCheck", ns, "haread", timeout=300)
         assert "RESULT haread bad=0" in out, out[-4000:]
+    # Both stores, judged by RocketMQ's own store code: the slave's (its consume queues and index built by its own
+    # dispatch) serves the same messages at the same offsets as the master's.
+    check = store_checker(tmp_path / "storecheck")
+    served = []
+    for store in (tmp_path / "m", tmp_path / "s"):
+        report = check(store, dict(SMALL))
+        assert_clean(report)
+        served.append({(m["topic"], m["queueId"], m["queueOffset"]): (m["commitLogOffset"], m["uniqKey"])
+                       for m in report["messages"]})  # fmt: skip
+    assert served[0] == served[1] and any(t == "HaJavaT" for t, _q, _o in served[0])

@@ -4,8 +4,9 @@ Runs only where ``RMQ_HOME`` points at an unpacked 4.9.4 binary release (``share
 ``StoreCheck`` (beside the reference script) loads a store offline with RocketMQ's ``DefaultMessageStore``:
 normal or abnormal recovery, dispatch of what the consume queues lack, a CRC-checked walk of the commit log,
 every consume-queue unit and every message read through ``getMessage``, every key looked up through the
-index, and ``config/*.json`` parsed by the broker's own managers. It is compiled here with
-``tests/java/storecheck/GoldenClient.java``, the small helpers it expects beside it (rocketq's own code).
+index, and ``config/*.json`` parsed by the broker's own managers. It is compiled with
+``tests/java/storecheck/GoldenClient.java``, the small helpers it expects beside it (rocketq's own code), by
+``reference_support.store_checker`` (the HA reference test judges a master's and its slave's stores with it too).
 
 The stores judged:
 
@@ -25,19 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import random
-import shutil
-import subprocess
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from durability_writer import store_config
-from reference_support import JAVA_DIR, SCRIPT, reference_env, rocketq_start, script
+from reference_support import StoreChecker, assert_clean, rocketq_start, store_checker
 from rocketq.common import json_compat
 from rocketq.common.message import (
     COMPRESSED_FLAG,
@@ -56,52 +53,11 @@ pytestmark = pytest.mark.reference
 SMALL = {"mappedFileSizeCommitLog": 64 * 1024, "mappedFileSizeConsumeQueue": 30 * 20, "maxHashSlotNum": 100,
          "maxIndexNum": 400}  # fmt: skip
 
-Check = Callable[..., dict[str, Any]]
-
 
 @pytest.fixture(scope="module")
-def store_check(tmp_path_factory: pytest.TempPathFactory) -> Check:
-    """``check(store, conf)``: StoreCheck's report of *store* (a dict), with the ``broker.conf`` keys *conf*;
-    it asserts that RocketMQ loaded the store (exit 0 or 1) and gives the report either way."""
-    work = tmp_path_factory.mktemp("storecheck")
-    env = reference_env(work / "rmq", RMQ_CLIENT_HEAP="1g")
-    src = work / "src"
-    src.mkdir()
-    shutil.copy(SCRIPT.parent / "java" / "StoreCheck.java", src)
-    shutil.copy(JAVA_DIR / "storecheck" / "GoldenClient.java", src)
-    script(env, "compile-client", str(src))
-    runs = [0]
-
-    def check(store: Path, conf: dict[str, object]) -> dict[str, Any]:
-        runs[0] += 1
-        conf_file = work / f"broker{runs[0]}.conf"
-        conf_file.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
-        out = work / f"report{runs[0]}.json"
-        proc = subprocess.run(["bash", str(SCRIPT), "java-client", "StoreCheck", str(store), "--conf", str(conf_file),
-                               "--all-keys", "--no-bodies", "--out", str(out)],
-                              env=env, timeout=600, capture_output=True, text=True)  # fmt: skip
-        assert proc.returncode in (0, 1) and out.exists(), \
-            f"StoreCheck exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"  # fmt: skip
-        report: dict[str, Any] = json.loads(out.read_text())
-        report["exit"] = proc.returncode
-        return report
-
-    return check
-
-
-def assert_clean(report: dict[str, Any]) -> None:
-    """RocketMQ loaded the store, and found no problem in it: records, units, messages served, keys, configs."""
-    assert report["load"]["ok"], report["load"]
-    assert report["problems"] == [] and report["exit"] == 0, (report["storeDir"], report["problems"][:20])
-    assert report["dispatch"]["behindAfter"] == 0
-    assert report["commitLog"]["badRecords"] == 0 and report["commitLog"]["walkEnd"] == "end", report["commitLog"]
-    cross = report["crossCheck"]
-    assert cross["dispatchable"] == cross["dispatchableWithTheirUnit"] == cross["messagesServed"], cross
-    index = report["indexCheck"]
-    assert index["missing"] == 0 and index["found"] == index["lookups"], index
-    for name in ("topics.json", "consumerOffset.json", "subscriptionGroup.json"):
-        config = report["config"][name]
-        assert not config["exists"] or config["parsed"], config
+def store_check(tmp_path_factory: pytest.TempPathFactory) -> StoreChecker:
+    """StoreCheck, compiled once for this module (``reference_support.store_checker``)."""
+    return store_checker(tmp_path_factory.mktemp("storecheck"))
 
 
 def _config(root: Path, mode: str) -> MessageStoreConfig:
@@ -167,7 +123,7 @@ def _host(java: str) -> tuple[str, int]:
 
 
 @pytest.mark.parametrize("mode", ["async", "sync", "pool"])
-def test_records_written_through_the_store_are_served_by_rocketmq(tmp_path: Path, store_check: Check,
+def test_records_written_through_the_store_are_served_by_rocketmq(tmp_path: Path, store_check: StoreChecker,
                                                                   mode: str) -> None:  # fmt: skip
     root = tmp_path / "store"
     with MessageStore(_config(root, mode)) as store:
@@ -197,7 +153,7 @@ def test_records_written_through_the_store_are_served_by_rocketmq(tmp_path: Path
 @pytest.mark.parametrize(("flush", "kill_after"), [(ASYNC_FLUSH, 0.7), (ASYNC_FLUSH, 1.6), (SYNC_FLUSH, 0.9),
                                                    (SYNC_FLUSH, 1.4)])  # fmt: skip
 def test_a_store_left_by_a_killed_writer_recovers_in_rocketmq_with_every_acknowledged_message(
-        tmp_path: Path, store_check: Check, flush: str, kill_after: float) -> None:  # fmt: skip
+        tmp_path: Path, store_check: StoreChecker, flush: str, kill_after: float) -> None:  # fmt: skip
     """RocketMQ's abnormal recovery of a store whose writer was killed (the page cache survives), and, under
     SYNC_FLUSH, of what a power loss would leave (only what was synced): every acknowledged put is served at the
     queue and commit-log offsets its answer gave."""
@@ -228,7 +184,7 @@ def test_a_store_left_by_a_killed_writer_recovers_in_rocketmq_with_every_acknowl
             {k: m["commitLogOffset"] for k, m in served.items()}  # fmt: skip
 
 
-def test_a_store_after_retention_loads_in_rocketmq(tmp_path: Path, store_check: Check) -> None:
+def test_a_store_after_retention_loads_in_rocketmq(tmp_path: Path, store_check: StoreChecker) -> None:
     """The clean services deleted the head of the commit log, and the consume-queue and index files under it:
     RocketMQ loads what is left, and serves every message from the new minimum offsets on."""
     root = tmp_path / "store"
@@ -266,7 +222,8 @@ def _served_by_rocketq(store: MessageStore) -> list[tuple[str, int, int]]:
     return out
 
 
-def test_a_store_written_by_the_broker_loads_in_rocketmq_with_its_configs(tmp_path: Path, store_check: Check) -> None:
+def test_a_store_written_by_the_broker_loads_in_rocketmq_with_its_configs(tmp_path: Path,
+                                                                          store_check: StoreChecker) -> None:
     """``rocketq start`` under a client's load: sends, a batch, delayed messages, transactions committed and
     rolled back, a consumer whose failures go to its retry topic; then stopped. RocketMQ serves every message,
     and its managers read the topics, subscription groups, consumer and delay offsets the broker wrote."""
