@@ -72,6 +72,13 @@ def _acl_broker(tmp_path: Path) -> dict[str, str]:
     return {"aclEnable": "true", "rocketmqHome": str(tmp_path / "acl")}
 
 
+def _broker_conf(tmp_path: Path, mode: str) -> dict[str, str]:
+    """broker.conf settings of a real-client run: none (``plain``), ACL's (``acl``), or SYNC_FLUSH's."""
+    if mode == "acl":
+        return _acl_broker(tmp_path)
+    return {"flushDiskType": "SYNC_FLUSH"} if mode == "sync-flush" else {}
+
+
 @contextlib.asynccontextmanager
 async def cluster(tmp_path: Path, **broker_conf: str) -> AsyncIterator[tuple[NamesrvController, BrokerController]]:
     namesrv = NamesrvController(HOST, 0, kv_config_path=tmp_path / "kvConfig.json")
@@ -142,14 +149,17 @@ async def check_store(namesrv: NamesrvController, broker: BrokerController, topi
             assert committed > max(delivered, default=-1), (qid, committed, delivered)
 
 
-@pytest.mark.parametrize("acl", [False, True], ids=["plain", "acl"])
-def test_ali_ons_producer_and_push_consumer(tmp_path: Path, ali_ons: Path, acl: bool) -> None:
-    """With ``acl`` the broker has ``aclEnable=true`` and ali-ons signs with its own JavaScript signer."""
-    broker_conf = _acl_broker(tmp_path) if acl else {}
+@pytest.mark.parametrize("mode", ["plain", "acl", "sync-flush"])
+def test_ali_ons_producer_and_push_consumer(tmp_path: Path, ali_ons: Path, mode: str) -> None:
+    """With ``acl`` the broker has ``aclEnable=true`` and ali-ons signs with its own JavaScript signer; with
+    ``sync-flush`` the broker answers each send once the group commit has it on disk."""
+    acl = mode == "acl"
+    broker_conf = _broker_conf(tmp_path, mode)
     checker = SessionCredentials("checker1", "checksecret") if acl else None
 
     async def scenario() -> None:
         async with cluster(tmp_path, **broker_conf) as (namesrv, broker):
+            assert (broker.store_config.flush_disk_type == "SYNC_FLUSH") == (mode == "sync-flush")
             topic, group = "AliOnsTopic", "AliOnsGroup"
             async with MQAdmin(namesrv.address, credentials=checker) as admin:  # the route first (§13)
                 await admin.create_topic(topic=topic, broker_addr=broker.broker_addr, read_queue_nums=4,
@@ -175,18 +185,21 @@ def test_ali_ons_producer_and_push_consumer(tmp_path: Path, ali_ons: Path, acl: 
 
 
 
-@pytest.mark.parametrize("acl", [False, True], ids=["plain", "acl"])
-def test_cpp_client_producer_and_push_consumer(tmp_path: Path, acl: bool) -> None:
+@pytest.mark.parametrize("mode", ["plain", "acl", "sync-flush"])
+def test_cpp_client_producer_and_push_consumer(tmp_path: Path, mode: str) -> None:
     """With ``acl`` the broker has ``aclEnable=true`` and the library signs every request itself: its C++
-    implementation of RocketMQ's signature, checked by rocketq's broker."""
+    implementation of RocketMQ's signature, checked by rocketq's broker. With ``sync-flush`` the broker answers
+    each send once the group commit has it on disk."""
+    acl = mode == "acl"
     try:
         import rocketmq.client  # noqa: F401  (rocketmq-python-cvs, the dev extra)
     except (ImportError, OSError) as exc:
         pytest.fail(f"rocketmq-python-cvs does not import: {exc} (pip install -e '.[dev]')")
-    broker_conf = _acl_broker(tmp_path) if acl else {}
+    broker_conf = _broker_conf(tmp_path, mode)
 
     async def scenario() -> None:
         async with cluster(tmp_path, **broker_conf) as (namesrv, broker):
+            assert (broker.store_config.flush_disk_type == "SYNC_FLUSH") == (mode == "sync-flush")
             topic, group = "CppTopic", "CppGroup"  # not created: the C++ producer goes through TBW102
             cfg = {"nameSrv": namesrv.address, "topic": topic, "group": group, "count": COUNT,
                    "retrySeq": RETRY_SEQ, "timeoutS": 40}  # fmt: skip
