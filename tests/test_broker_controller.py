@@ -33,10 +33,11 @@ def test_settings_the_broker_does_not_use_are_named_with_what_they_nearly_spell(
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\ndeleteWhen=04\n"
                     "fileReservedTime=48\nbrokerRole=ASYNC_MASTER\nflushDiskType=ASYNC_FLUSH\nbrokerIp1=127.0.0.1\n"
-                    "mappedFileSizeConsumeQueue=6000\n")  # fmt: skip
+                    "mappedFileSizeConsumeQueue=6000\nenableDLegerCommitLog=false\n")  # fmt: skip
     with caplog.at_level("WARNING", logger="rocketq.broker.broker_config"):
         load_broker_config(conf)
-    assert caplog.records == []  # RocketMQ's stock broker.conf keys, and an earlier rocketq name
+    # RocketMQ's stock broker.conf keys, an earlier rocketq name, and a setting read only to refuse it when true
+    assert caplog.records == []
     conf.write_text("brokerName=broker-a\nmapedFileSizeCommitLog=1048576\nsendMessageThreadPoolNums=8\n")
     with caplog.at_level("WARNING", logger="rocketq.broker.broker_config"):
         _broker, store = load_broker_config(conf)

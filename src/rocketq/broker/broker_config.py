@@ -241,7 +241,8 @@ def unused_settings(props: dict[str, str]) -> list[str]:
 
     RocketMQ ignores keys it does not know, as rocketq does; saying which were ignored shows a misspelt key, an
     older name, or a setting of RocketMQ's that rocketq does not use (its thread pools, say)."""
-    known = set(BrokerConfig.property_names()) | set(MessageStoreConfig.field_names()) | set(PROPERTY_ALIASES)
+    known = set(BrokerConfig.property_names()) | set(MessageStoreConfig.field_names()) | set(PROPERTY_ALIASES) \
+        | set(_UNBUILT)  # (read: refused when true)
     out = []
     for key in props:
         if key in known:
