@@ -298,6 +298,70 @@ def test_bad_json_headers(header: bytes) -> None:
         decode_json_header(header)
 
 
+# JSON values a header member may hold, as peers write them and beyond: the fast decoder (msgspec) must read each
+# header exactly as the standard library's path does, or refuse it and leave it to that path.
+_JSON_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(1 << 70), max_value=1 << 70),
+    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6),
+)  # fmt: skip
+_JSON_VALUES = st.recursive(_JSON_SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=2), st.dictionaries(st.text(max_size=3), inner, max_size=2)), max_leaves=4)  # fmt: skip
+_MEMBER_NAMES = st.sampled_from(["code", "language", "version", "opaque", "flag", "remark", "extFields",
+                                 "serializeTypeCurrentRPC", "other"])  # fmt: skip
+
+
+@st.composite
+def _json_header_texts(draw: st.DrawFn) -> bytes:
+    members: dict[str, object] = {}
+    for name in draw(st.lists(_MEMBER_NAMES, max_size=8)):
+        if name == "extFields" and draw(st.booleans()):
+            members[name] = draw(st.dictionaries(st.text(max_size=4), st.one_of(st.text(max_size=8), _JSON_VALUES),
+                                                 max_size=5))  # fmt: skip
+        elif name in ("code", "version", "opaque", "flag") and draw(st.booleans()):
+            members[name] = draw(st.integers(min_value=-(1 << 66), max_value=1 << 66))
+        elif name == "language" and draw(st.booleans()):
+            members[name] = draw(st.sampled_from(["JAVA", "CPP", "GO", "PYTHON", "KOTLIN", 9, 0]))
+        else:
+            members[name] = draw(_JSON_VALUES)
+    text = json.dumps(members, ensure_ascii=draw(st.booleans()))
+    how = draw(st.sampled_from(["plain", "control", "nan", "trailing", "lone-surrogate", "bad-utf8", "spaces"]))
+    if how == "control":
+        text = text.replace('"', '"\x01', 1)
+    elif how == "nan":
+        text = text.replace("}", ',"x":NaN}', 1) if members else '{"x":NaN}'
+    elif how == "trailing":
+        text += " x"
+    elif how == "lone-surrogate":
+        text = text.replace("}", ',"remark":"\\ud800"}', 1) if members else '{"remark":"\\ud800"}'
+    elif how == "spaces":
+        text = "  " + text + "\r\n"
+    data = text.encode("utf-8", "surrogatepass")
+    if how == "bad-utf8":
+        data = data.replace(b'"', b'"\xff', 1)
+    return data
+
+
+def _header_reading(data: bytes) -> object:
+    try:
+        cmd = decode_json_header(data)
+    except FrameError:
+        return FrameError
+    return dataclasses.astuple(cmd)
+
+
+@given(_json_header_texts(), st.booleans())
+def test_json_headers_read_alike_with_and_without_the_fast_decoder(data: bytes, memview: bool) -> None:
+    assert command_module._FAST_HEADER is not None, "msgspec is a dependency: the fast path must be on"
+    fast = _header_reading(memoryview(data) if memview else data)
+    saved = command_module._FAST_HEADER, command_module._FAST_JSON
+    command_module._FAST_HEADER = command_module._FAST_JSON = None
+    try:
+        standard = _header_reading(data)
+    finally:
+        command_module._FAST_HEADER, command_module._FAST_JSON = saved
+    assert fast == standard
+
+
 def test_ext_values_are_written_as_json_strings() -> None:
     class Color(enum.Enum):
         RED = 1

@@ -777,6 +777,31 @@ def _language(value: object) -> LanguageCode:
 
 _SCAN_JSON: Final = json_compat.STANDARD_DECODER.scan_once
 
+# msgspec's JSON decoder parses a header in about a quarter of the standard library's time (1.1 against 4 us for a
+# send request's 360 bytes; the JSON header was a fifth of the broker's loop under one-way sends). It accepts
+# strict JSON in strict UTF-8 only, and wherever it accepts a document it gives the standard library's values;
+# anything else it refuses goes the standard way below (control characters, NaN, invalid UTF-8, huge floats).
+# The usual header (int members, string extFields) is decoded straight into the members of a command; a header
+# that does not fit that shape is decoded as a plain document and read member by member.
+try:
+    import msgspec
+
+    class _UsualHeader(msgspec.Struct):
+        code: int = 0
+        language: Any = None
+        version: int = 0
+        opaque: int = 0
+        flag: int = 0
+        remark: Any = None
+        extFields: dict[str, str] | None = None  # (the member's name on the wire)
+
+    _FAST_HEADER: Callable[[Any], _UsualHeader] | None = msgspec.json.Decoder(_UsualHeader).decode
+    _FAST_JSON: Callable[[Any], Any] | None = msgspec.json.Decoder().decode
+    _FAST_JSON_REFUSED: tuple[type[BaseException], ...] = (msgspec.DecodeError, ValueError, RecursionError)
+except ImportError:  # pragma: no cover - a dependency; the standard library alone still works
+    _FAST_HEADER = _FAST_JSON = None
+    _FAST_JSON_REFUSED = ()
+
 
 def _all_str(mapping: dict[Any, Any]) -> bool:
     """Whether every key and value of *mapping* is a ``str`` (two joins in C, which refuse anything else)."""
@@ -788,12 +813,10 @@ def _all_str(mapping: dict[Any, Any]) -> bool:
     return True
 
 
-def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
-    """Parse a JSON header as tolerantly as spec §3.1 asks: any member order, unknown or missing members,
-    trailing whitespace, any ``language``, non-string ``extFields`` values coerced to their text."""
-    text = str(data, "utf-8", "replace")
+def _decode_json_text(text: str) -> Any:
+    """A header's JSON document as the standard library reads it, else in fastjson's lenient dialect."""
     try:
-        # Standard JSON with nothing after it (every header a client writes): the C scanner alone.
+        # Standard JSON with nothing after it: the C scanner alone.
         obj, end = _SCAN_JSON(text, 0)
         if end != len(text) and not text[end:].isspace():
             raise ValueError("more after the header")
@@ -802,6 +825,29 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
             obj = json_compat.loads(text)
         except json_compat.JsonDecodeError as exc:
             raise FrameError(f"bad JSON header: {exc}") from None
+    return obj
+
+
+def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
+    """Parse a JSON header as tolerantly as spec §3.1 asks: any member order, unknown or missing members,
+    trailing whitespace, any ``language``, non-string ``extFields`` values coerced to their text."""
+    if _FAST_HEADER is not None:
+        try:
+            h = _FAST_HEADER(data)  # every header a client writes
+        except _FAST_JSON_REFUSED:
+            pass
+        else:
+            remark = h.remark
+            # Positional: code, language, version, opaque, flag, remark, ext_fields, body, serialize_type.
+            return RemotingCommand(h.code, _language(h.language), h.version, h.opaque, h.flag,
+                                   None if remark is None else _json_ext_value(remark), h.extFields, None,
+                                   _SERIALIZE_JSON)  # fmt: skip
+    try:
+        if _FAST_JSON is None:
+            raise ValueError("no msgspec")
+        obj = _FAST_JSON(data)
+    except _FAST_JSON_REFUSED:
+        obj = _decode_json_text(str(data, "utf-8", "replace"))
     if type(obj) is not dict:
         raise FrameError(f"JSON header is not an object: {type(obj).__name__}")
     remark = obj.get("remark")
