@@ -296,3 +296,36 @@ def test_keyed_stats_windows() -> None:
     (m_sum, m_tps), (h_sum, _), _ = stats.snapshot("T", now=200.0)
     assert m_sum == 6 and m_tps == 6 / 60  # only the last minute's samples remain in that window
     assert h_sum == 16
+
+
+def test_consume_stats_carry_the_groups_consume_tps(tmp_path: Path) -> None:
+    """GET_CONSUME_STATS (mqadmin consumerProgress's "Consume TPS", its group list's #TPS): the last minute's
+    TPS of GROUP_GET_NUMS of each topic of the group, summed (AdminBrokerProcessor.getConsumeStats)."""
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
+            for i in range(6):
+                await client.invoke(send_v2("T", f"m{i}".encode(), queue_id=i % 2))
+                await client.invoke(send_v2("U", f"u{i}".encode(), queue_id=0))
+            await settle(broker)
+            for topic, queue_id in (("T", 0), ("T", 1), ("U", 0)):
+                assert (await client.invoke(pull_request("CG", topic, queue_id, 0))).code == ResponseCode.SUCCESS
+                await client.invoke(_commit("CG", topic, queue_id, 3 if topic == "T" else 6))
+
+            def stats(**header: str) -> dict[str, object]:
+                return {"consumerGroup": "CG", **header}
+
+            def tps(topic: str) -> float:
+                return broker.group_get_stats.snapshot(f"{topic}@CG")[0][1]  # falls as time passes
+
+            before = tps("T") + tps("U")
+            r = await client.invoke(create_request(RequestCode.GET_CONSUME_STATS, stats()))
+            body = json_compat.loads(r.body)
+            assert 0 < tps("T") + tps("U") <= body["consumeTps"] <= before
+            assert len(body["offsetTable"]) == 8  # 4 queues each of T and U
+            before = tps("U")
+            r = await client.invoke(create_request(RequestCode.GET_CONSUME_STATS, stats(topic="U")))
+            assert 0 < tps("U") <= json_compat.loads(r.body)["consumeTps"] <= before
+            r = await client.invoke(create_request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "Nobody"}))
+            assert json_compat.loads(r.body)["consumeTps"] == 0
+
+    run(scenario())

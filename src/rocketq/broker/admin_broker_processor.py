@@ -378,6 +378,8 @@ class AdminBrokerProcessor:
             if cfg is None or self._not_subscribed(group, t):
                 continue
             self._add_queue_stats(stats, group, t, cfg.read_queue_nums)
+            # consumeTps: the last minute's TPS of GROUP_GET_NUMS (topic@group), summed over the topics
+            stats.consume_tps += ctl.group_get_stats.snapshot(f"{t}@{group}")[0][1]
         return make_response_for(request, ResponseCode.SUCCESS, body=encode_body(stats))
 
     def _not_subscribed(self, group: str, topic: str) -> bool:
