@@ -68,6 +68,28 @@ def script(env: dict[str, str], *args: str, timeout: float = 180) -> str:
     return proc.stdout
 
 
+def run_script(env: dict[str, str], args: list[str], timeout: float) -> tuple[int, str]:
+    """``rmq-reference.sh ARGS`` in the script's work directory (``RMQ_WORK``: mqadmin's consumerStatus writes its
+    report files into the working directory): its exit code and output. On timeout the process group is killed
+    and its output so far returned with code -9."""
+    proc = subprocess.Popen(["bash", str(SCRIPT), *args], env=env, cwd=env["RMQ_WORK"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+        return -9, out
+
+
+def mqadmin(env: dict[str, str], namesrv: str, *args: str, timeout: float = 60) -> str:
+    """mqadmin 4.9.4's output of ``ARGS -n NAMESRV``; a failed command is the test's failure."""
+    code, out = run_script(env, ["admin", *args, "-n", namesrv], timeout)
+    assert code == 0 and "command failed" not in out, f"mqadmin {' '.join(args)}: exit {code}\n{out[-3000:]}"
+    return out
+
+
 @contextlib.contextmanager
 def rocketmq_running(work: Path, *conf: str) -> Iterator[tuple[dict[str, str], str, int]]:
     """A 4.9.4 name server and broker (``write-broker-conf`` with the ``key=value`` lines *conf*, store under

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from broker_support import SMALL_STORE, port_free
-from reference_support import JAVA_DIR, SCRIPT, free_port, reference_env
+from reference_support import JAVA_DIR, SCRIPT, free_port, mqadmin, reference_env, run_script, script
 from test_cluster_processes import RocketqProcess
 
 pytestmark = pytest.mark.reference
@@ -71,23 +71,10 @@ class Cluster:
         proc.wait_for("registered with name server(s): " + self.ns)
 
     def run(self, args: list[str], timeout: float) -> tuple[int, str]:
-        """``rmq-reference.sh ARGS``; on timeout the process group is killed and its output so far returned with
-        code -9."""
-        proc = subprocess.Popen(["bash", str(SCRIPT), *args], env=self.env, cwd=self.env["RMQ_WORK"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)  # fmt: skip
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-            return proc.returncode, out
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate(timeout=30)
-            return -9, out
+        return run_script(self.env, args, timeout)
 
     def admin(self, *args: str, timeout: float = 60) -> str:
-        code, out = self.run(["admin", *args, "-n", self.ns], timeout)
-        assert code == 0 and "command failed" not in out, f"mqadmin {' '.join(args)}: exit {code}\n{out[-3000:]}"
-        return out
+        return mqadmin(self.env, self.ns, *args, timeout=timeout)
 
     def route(self, topic: str) -> dict[str, object]:
         out = self.admin("topicRoute", "-t", topic)
@@ -110,8 +97,7 @@ class Cluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("javacluster")
     env = reference_env(tmp / "rmq", RMQ_CLIENT_JAVA_OPTS=CLIENT_OPTS)
-    subprocess.run(["bash", str(SCRIPT), "compile-client", str(JAVA_DIR)], env=env, check=True, timeout=180,
-                   capture_output=True)  # fmt: skip
+    script(env, "compile-client", str(JAVA_DIR))
     ns_port = free_port()
     ns = f"127.0.0.1:{ns_port}"
     env["NAMESRV_ADDR"] = ns

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reference_support import JAVA_DIR, RMQ_HOME, SCRIPT, rocketq_start
+from reference_support import JAVA_DIR, RMQ_HOME, SCRIPT, mqadmin, rocketq_start, run_script, script
 
 pytestmark = pytest.mark.reference
 
@@ -38,24 +38,10 @@ class Servers:
         self.env, self.namesrv, self.broker = env, namesrv, broker
 
     def run(self, args: list[str], timeout: float) -> tuple[int, str]:
-        """``rmq-reference.sh ARGS``; on timeout the process group is killed and its output so far returned
-        with code -9."""
-        # cwd: consumerStatus writes its report files into the working directory
-        proc = subprocess.Popen(["bash", str(SCRIPT), *args], env=self.env, cwd=self.env["RMQ_WORK"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)  # fmt: skip
-        try:
-            out, _ = proc.communicate(timeout=timeout)
-            return proc.returncode, out
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate(timeout=30)
-            return -9, out
+        return run_script(self.env, args, timeout)
 
     def admin(self, *args: str, timeout: float = 60) -> str:
-        code, out = self.run(["admin", *args, "-n", self.namesrv], timeout)
-        assert code == 0 and "command failed" not in out, f"mqadmin {' '.join(args)}: exit {code}\n{out[-3000:]}"
-        return out
+        return mqadmin(self.env, self.namesrv, *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +51,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     tmp = tmp_path_factory.mktemp("javacompat")
     env = dict(os.environ, RMQ_HOME=RMQ_HOME, RMQ_WORK=str(tmp / "rmq"))
     (tmp / "rmq").mkdir()
-    subprocess.run(["bash", str(SCRIPT), "compile-client", str(JAVA_DIR)], env=env, check=True, timeout=180,
-                   capture_output=True)  # fmt: skip
+    script(env, "compile-client", str(JAVA_DIR))
     conf = tmp / "broker.conf"
     conf.write_text(BROKER_CONF)
     with rocketq_start(conf, tmp / "store") as (namesrv, broker):
