@@ -146,6 +146,20 @@ def _plain(topic: str, start: int, n: int, name: str) -> list[Message]:
                         keys=f"{name}-{i}") for i in range(start, start + n)]  # fmt: skip
 
 
+async def _send_round(producer: Producer, traffic: Traffic, a: tuple[int, int], b: tuple[int, int],
+                      batch: tuple[str, int], due: tuple[str, int]) -> None:  # fmt: skip
+    """One round of plain traffic: TkA and TkB messages (first number, count), a TkB batch (name, count), and
+    delay-level-1 TkD messages (name, count) whose SCHEDULE_TOPIC_XXXX offsets go into ``traffic.due``."""
+    for topic, (start, n), name in (("TkA", a, "a"), ("TkB", b, "b")):
+        msgs = _plain(topic, start, n, name)
+        _record(traffic, msgs, await _send_all(producer, msgs))
+    await _send_batch(producer, traffic, "TkB", *batch)
+    name, n = due
+    delayed = [new_message("TkD", f"{name}-{i}".encode(), keys=f"{name}-{i}", delay_level=1) for i in range(n)]
+    for r in await _send_all(producer, delayed):
+        traffic.due[r.msg_id] = r.queue_offset
+
+
 async def _read_topic(reader: PullConsumer, topic: str) -> list[MessageExt]:
     """Every message of every queue of *topic*, from each queue's minimum offset."""
     out: list[MessageExt] = []
@@ -199,14 +213,7 @@ async def _rocketmq_traffic(ns: str, broker: str, store: Path, traffic: Traffic)
                                               broker_addr=broker)  # fmt: skip
         await asyncio.sleep(0.5)
         traffic.times.append(int(time.time() * 1000))
-        first = _plain("TkA", 0, HALF, "a")
-        _record(traffic, first, await _send_all(producer, first))
-        b_msgs = _plain("TkB", 0, 300, "b")
-        _record(traffic, b_msgs, await _send_all(producer, b_msgs))
-        await _send_batch(producer, traffic, "TkB", "batch1", 16)
-        due = [new_message("TkD", f"due-{i}".encode(), keys=f"due-{i}", delay_level=1) for i in range(10)]
-        for r in await _send_all(producer, due):
-            traffic.due[r.msg_id] = r.queue_offset
+        await _send_round(producer, traffic, (0, HALF), (0, 300), ("batch1", 16), ("due", 10))
         traffic.times.append(int(time.time() * 1000))
 
         # The group consumes the first half of TkA, failing some messages once: retries of 1 s and 30 s (3 + 0),
@@ -264,14 +271,7 @@ async def _rocketmq_traffic(ns: str, broker: str, store: Path, traffic: Traffic)
         # later): what follows is in its memory only, the unpersisted window a crash loses.
         await _until(lambda: _persisted(store), 75, "RocketMQ persisting its offsets")
 
-        part_a = _plain("TkA", HALF, 400, "a")
-        _record(traffic, part_a, await _send_all(producer, part_a))
-        b_more = _plain("TkB", 300, 200, "b")
-        _record(traffic, b_more, await _send_all(producer, b_more))
-        await _send_batch(producer, traffic, "TkB", "batch2", 8)
-        due2 = [new_message("TkD", f"due2-{i}".encode(), keys=f"due2-{i}", delay_level=1) for i in range(5)]
-        for r in await _send_all(producer, due2):
-            traffic.due[r.msg_id] = r.queue_offset
+        await _send_round(producer, traffic, (HALF, 400), (300, 200), ("batch2", 8), ("due2", 5))
         part_a_ids = {s.uniq for s in traffic.acked if s.topic == "TkA"}
         async with consumer():
             await _until(lambda: part_a_ids - traffic.slow_retry - traffic.dead <= seen, 60,
