@@ -182,7 +182,14 @@ def test_ordered_topic_writes_order_conf(servers: ServersInThread, capsys: pytes
                          "true", "-r", "2", "-w", "2")  # fmt: skip
     assert code == 0, err
     route = admin_json(capsys, "-n", servers.ns, "topicRoute", "-t", "OrderT")
-    assert route["orderTopicConf"] == "broker-a:2"  # the ORDER_TOPIC_CONFIG KV entry, served with the route
+    assert "orderTopicConf" not in route  # as a Java name server: orderMessageEnable is off by default
+    assert servers.namesrv is not None
+    servers.namesrv.processor.update({"orderMessageEnable": "true"})
+    try:
+        route = admin_json(capsys, "-n", servers.ns, "topicRoute", "-t", "OrderT")
+        assert route["orderTopicConf"] == "broker-a:2"  # the ORDER_TOPIC_CONFIG KV entry, served with the route
+    finally:
+        servers.namesrv.processor.update({"orderMessageEnable": "false"})
     code, _, err = admin(capsys, "-n", servers.ns, "updateTopic", "-c", "DefaultCluster", "-t", "T", "-o", "maybe")
     assert code == 2 and "expected true or false" in err
 

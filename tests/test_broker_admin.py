@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from pathlib import Path
 
@@ -85,6 +87,12 @@ def test_offsets_times_and_stats(tmp_path: Path) -> None:
             info = json_compat.loads((await client.invoke(create_request(RequestCode.GET_BROKER_RUNTIME_INFO))).body)
             assert int(info["table"]["msgPutTotalTodayNow"]) >= 3 and info["table"]["brokerVersionDesc"] == "V5_3_3"
             assert len(info["table"]["putTps"].split()) == 3
+            # getDiskPartitionSpaceUsedPercent: used / (used + usable), rounded up to a hundredth.
+            st = os.statvfs(broker.store_config.root)
+            used = (st.f_blocks - st.f_bfree) * st.f_frsize
+            ratio = math.ceil(used * 100 / (used + st.f_bavail * st.f_frsize)) / 100
+            assert abs(float(info["table"]["commitLogDiskRatio"]) - ratio) <= 0.01  # (the disk may move meanwhile)
+            assert len(info["table"]["commitLogDiskRatio"]) <= 4  # 0.37, as Java's String.valueOf of it
             conf = await client.invoke(create_request(RequestCode.GET_BROKER_CONFIG))
             assert "brokerName=broker-a" in conf.body.decode().splitlines()  # type: ignore[union-attr]
             unknown = await client.invoke(create_request(9999))

@@ -238,14 +238,14 @@ def test_name_server_config_get_and_update(tmp_path: Path) -> None:
         try:
             r = await client.invoke(create_request(RequestCode.GET_NAMESRV_CONFIG))
             lines = (r.body or b"").decode().splitlines()
-            assert f"kvConfigPath={tmp_path / 'kvConfig.json'}" in lines and "orderMessageEnable=true" in lines
+            assert f"kvConfigPath={tmp_path / 'kvConfig.json'}" in lines and "orderMessageEnable=false" in lines
             ctl.kv.put("ORDER_TOPIC_CONFIG", "T", "broker-a:4")
-            body = b"orderMessageEnable=false\nnoSuchKey=1\nclusterTest=maybe\n"
+            body = b"orderMessageEnable=true\nnoSuchKey=1\nclusterTest=maybe\n"
             r = await client.invoke(create_request(RequestCode.UPDATE_NAMESRV_CONFIG, {}, body))
             assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
             r = await client.invoke(create_request(RequestCode.GET_NAMESRV_CONFIG))
             lines = (r.body or b"").decode().splitlines()
-            assert "orderMessageEnable=false" in lines and "clusterTest=false" in lines
+            assert "orderMessageEnable=true" in lines and "clusterTest=false" in lines
             assert not any(x.startswith("noSuchKey") for x in lines)
         finally:
             await client.close()

@@ -135,6 +135,29 @@ def test_send_errors_carry_java_codes_and_remarks(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_a_queue_past_the_write_queues_but_not_the_read_ones_takes_sends(tmp_path: Path) -> None:
+    """As 4.9.4's msgCheck (and its store, which checks no queue count): a send is refused only at or past the
+    greater of the read and write queue counts. A producer whose route is a moment old, while a topic's write queues
+    shrink, still sends to the queues being retired."""
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", autoCreateTopicEnable="false") as broker, \
+                client_of(broker) as client:  # fmt: skip
+            r = await client.invoke(create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": "Shrinking", "defaultTopic": "TBW102", "readQueueNums": 8, "writeQueueNums": 4, "perm": 6,
+                "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}))  # fmt: skip
+            assert r.code == ResponseCode.SUCCESS
+            for queue_id in (3, 5, 7):
+                r = await client.invoke(send_v2("Shrinking", b"x", queue_id=queue_id))
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                assert (r.ext_fields or {})["queueId"] == str(queue_id)
+            r = await client.invoke(send_v2("Shrinking", b"x", queue_id=8))
+            assert r.code == ResponseCode.INVALID_PARAMETER and "queueId[8] is illegal" in (r.remark or "")
+            await settle(broker)
+            assert broker.store.get_max_offset_in_queue("Shrinking", 5) == 1
+
+    run(scenario())
+
+
 def test_auto_create_from_tbw102_takes_min_of_client_and_template_queues(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path / "s", defaultTopicQueueNums="3") as broker, client_of(broker) as client:

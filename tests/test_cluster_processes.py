@@ -248,3 +248,37 @@ def test_a_broker_killed_under_load_keeps_every_acknowledged_send(tmp_path: Path
     for q in range(4):
         offsets = sorted(o for qq, o in stored if qq == q)
         assert offsets == list(range(len(offsets))), q
+
+
+def test_a_name_server_takes_its_settings_from_a_properties_file(tmp_path: Path, processes: list[RocketqProcess],
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``rocketq namesrv -c FILE`` as ``mqnamesrv -c``: NamesrvConfig settings (orderMessageEnable, off by default as in
+    Java, serves ORDER_TOPIC_CONFIG entries with routes), listenPort and kvConfigPath; unknown keys are named in a
+    warning; a bad value is an error, not a traceback."""
+    from rocketq.cli.main import main
+    from rocketq.remoting.codes import RequestCode
+    from rocketq.remoting.command import create_request
+    from rocketq.remoting.transport import RemotingClient
+
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text(f"orderMessageEnable=true\nlistenPort=0\nkvConfigPath={tmp_path / 'kv.json'}\nnoSuchKey=1\n")
+    namesrv = RocketqProcess("namesrv", "-c", str(conf), cwd=tmp_path)
+    processes.append(namesrv)
+    ns = namesrv.wait_for("listening on").strip().rsplit(" ", 1)[-1]
+    assert any("noSuchKey" in line for line in namesrv.output)
+
+    async def config() -> str:
+        client = RemotingClient(ns)
+        try:
+            return ((await client.invoke(create_request(RequestCode.GET_NAMESRV_CONFIG))).body or b"").decode()
+        finally:
+            await client.close()
+
+    lines = asyncio.run(config()).splitlines()
+    assert "orderMessageEnable=true" in lines and f"kvConfigPath={tmp_path / 'kv.json'}" in lines
+    conf.write_text("listenPort=x\n")
+    assert main(["namesrv", "-c", str(conf)]) == 1
+    err = capsys.readouterr().err
+    assert "listenPort: not an integer" in err and "Traceback" not in err
+    assert main(["namesrv", "-c", str(tmp_path / "missing.properties")]) == 1
+    assert "No such file" in capsys.readouterr().err

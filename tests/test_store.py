@@ -105,6 +105,37 @@ def test_golden_query_by_key(clean_store: MessageStore, clean_manifest: dict[str
     assert clean_store.query_message("GoldenTopicB", "no-such-key", 64).messages == []
 
 
+@pytest.mark.parametrize("check_in_slave", [False, True])
+def test_a_slave_leaves_a_readers_offset_as_asked_unless_offset_check_in_slave(golden_clean: Path,
+                                                                              check_in_slave: bool) -> None:
+    """``nextOffsetCorrection``: a slave does not move a reader (its master does) unless ``offsetCheckInSlave``."""
+    cfg = golden_config(golden_clean)
+    cfg.broker_role, cfg.offset_check_in_slave = "SLAVE", check_in_slave
+    store = MessageStore(cfg, read_only=True)
+    store.load()
+    try:
+        bad = store.get_message("g", "GoldenTopicA", 0, 400, 32)
+        assert bad.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY
+        assert bad.next_begin_offset == (355 if check_in_slave else 400)
+        assert store.get_message("g", "GoldenTopicA", 0, 10, 1).next_begin_offset == 11  # found: as on a master
+    finally:
+        store.close()
+
+
+def test_a_key_query_answers_in_commit_log_order(tmp_path: Path) -> None:
+    """``queryMessage`` sorts the offsets the index gives: the oldest message first, over several index files."""
+    from rocketq.store.store_config import MessageStoreConfig
+
+    cfg = MessageStoreConfig(store_path_root_dir=str(tmp_path), max_hash_slot_num=8, max_index_num=16)
+    with MessageStore(cfg) as store:
+        offsets = [store.put_message(Message("Q", f"m{i}".encode(), 0, {"KEYS": "dup other"}), 0).wrote_offset
+                   for i in range(12)]  # fmt: skip
+        assert store.wait_dispatched()
+        found = store.query_message("Q", "dup", 64)
+        assert [m.commit_log_offset for m in found.messages] == offsets
+        assert [m.body for m in found.messages] == [f"m{i}".encode() for i in range(12)]
+
+
 def test_golden_get_message_paging_and_statuses(clean_store: MessageStore) -> None:
     res = clean_store.get_message("g", "GoldenTopicA", 0, 0, 1000)
     assert res.status is GetMessageStatus.FOUND
@@ -113,7 +144,7 @@ def test_golden_get_message_paging_and_statuses(clean_store: MessageStore) -> No
     assert res.min_offset == 0 and res.max_offset == 355
     assert clean_store.get_message("g", "GoldenTopicA", 0, 355, 32).status is GetMessageStatus.OFFSET_OVERFLOW_ONE
     bad = clean_store.get_message("g", "GoldenTopicA", 0, 400, 32)
-    assert bad.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY and bad.next_begin_offset == 0
+    assert bad.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY and bad.next_begin_offset == 355  # 4.9: the end
     none = clean_store.get_message("g", "NoSuchTopic", 0, 0, 32)
     assert none.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE
     # Tag filter: queue 1 of GoldenTopicB holds messages with tags TagB, TagC and none.

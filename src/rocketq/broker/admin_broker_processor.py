@@ -58,6 +58,7 @@ from rocketq.remoting.codes import CURRENT_VERSION, LanguageCode, MQVersion, Req
 from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
 from rocketq.remoting.errors import RemotingError, RemotingTimeoutError
 from rocketq.remoting.transport import RemotingConnection
+from rocketq.store.clean_service import disk_partition_used_ratio
 from rocketq.store.commit_log import PutMessageStatus
 from rocketq.store.config_json import SubscriptionGroupConfig, TopicConfig
 from rocketq.store.store_config import parse_properties
@@ -454,13 +455,12 @@ class AdminBrokerProcessor:
         ctl = self.controller
         store = ctl.store
         stats = ctl.stats
-        root = ctl.store_config.root
+        cfg = ctl.store_config
         try:
-            usage = shutil.disk_usage(root)
-            disk_ratio = usage.used / usage.total if usage.total else 0.0
+            usage = shutil.disk_usage(cfg.root)
             capacity = f"Total : {_human(usage.total)}, Free : {_human(usage.free)}."
         except OSError:
-            disk_ratio, capacity = 0.0, "unknown"
+            capacity = "unknown"
         now = time.time_ns() // 1_000_000
         info = {
             "brokerVersionDesc": version_desc(CURRENT_VERSION),
@@ -492,8 +492,8 @@ class AdminBrokerProcessor:
             "getTotalTps": stats.tps_string("get"),
             "getFoundTps": stats.tps_string("get"),
             "getMissTps": "0.0 0.0 0.0",
-            "commitLogDiskRatio": json_compat.java_double_str(disk_ratio),
-            "consumeQueueDiskRatio": json_compat.java_double_str(disk_ratio),
+            "commitLogDiskRatio": json_compat.java_double_str(disk_partition_used_ratio(cfg.commit_log_path)),
+            "consumeQueueDiskRatio": json_compat.java_double_str(disk_partition_used_ratio(cfg.consume_queue_path)),
             "commitLogMinOffset": str(store.get_min_phy_offset()),
             "commitLogMaxOffset": str(store.get_max_phy_offset()),
             "brokerRole": ctl.broker_config.broker_role,

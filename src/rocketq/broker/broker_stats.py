@@ -12,6 +12,8 @@ import datetime as _dt
 import time
 from collections import deque
 
+from rocketq.common.json_compat import java_double_str
+
 _WINDOWS_S = (10, 60, 600)
 
 
@@ -60,8 +62,9 @@ class BrokerStats:
         return (current - base[1]) / (now - base[0])
 
     def tps_string(self, kind: str) -> str:
+        """``StoreStatsService.getPutTps()`` and kin: the TPS of each window as Java prints a double."""
         now = time.monotonic()
-        return " ".join(f"{self.tps(kind, w, now):.2f}" for w in _WINDOWS_S)
+        return " ".join(java_double_str(self.tps(kind, w, now)) for w in _WINDOWS_S)
 
 
 class KeyedStats:

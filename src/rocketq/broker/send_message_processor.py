@@ -22,7 +22,6 @@ import dataclasses
 import functools
 import logging
 import random
-import shutil
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -69,6 +68,7 @@ from rocketq.remoting.command import (
     plain_json_text,
 )
 from rocketq.remoting.transport import RemotingConnection, parse_address
+from rocketq.store.clean_service import disk_partition_used_ratio
 from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
 from rocketq.store.config_json import TopicConfig
 
@@ -434,12 +434,11 @@ class SendMessageProcessor:
         return ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
 
     def _disk_util(self) -> str:
-        try:
-            usage = shutil.disk_usage(self.controller.store_config.root)
-            ratio = 100.0 * usage.used / usage.total if usage.total else 0.0
-        except OSError:
-            ratio = 100.0
-        return f"CL: {ratio:5.2f} CQ: {ratio:5.2f} INDEX: {ratio:5.2f}"
+        """``diskUtil``: the used fraction of each store path's partition (``getDiskPartitionSpaceUsedPercent``)."""
+        cfg = self.controller.store_config
+        cl, cq, index = (disk_partition_used_ratio(p) for p in (cfg.commit_log_path, cfg.consume_queue_path,
+                                                                 cfg.index_path))  # fmt: skip
+        return f"CL: {cl:5.2f} CQ: {cq:5.2f} INDEX: {index:5.2f}"
 
     # --- send back ------------------------------------------------------------------------------------
     async def consumer_send_msg_back(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

@@ -35,12 +35,12 @@ class DefaultRequestProcessor:
     def __init__(self, routes: RouteInfoManager, kv: KVConfigManager) -> None:
         self.routes = routes
         self.kv = kv
-        #: ``NamesrvConfig`` as getNamesrvConfig shows it; updateNamesrvConfig changes it in memory. Unlike a
-        #: Java name server (off by default), rocketq serves ``orderTopicConf`` with routes unless told not to.
+        #: ``NamesrvConfig`` as getNamesrvConfig shows it, Java's defaults: routes carry ``orderTopicConf`` only
+        #: with ``orderMessageEnable=true`` (``rocketq namesrv -c FILE``, or updateNamesrvConfig in memory).
         self.config: dict[str, str] = {
             "rocketmqHome": os.environ.get("ROCKETMQ_HOME", ""), "kvConfigPath": str(kv.path),
             "configStorePath": str(Path.home() / "namesrv" / "namesrv.properties"), "productEnvName": "center",
-            "clusterTest": "false", "orderMessageEnable": "true",
+            "clusterTest": "false", "orderMessageEnable": "false",
         }  # fmt: skip
         self.handlers: dict[int, Processor] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
@@ -122,15 +122,24 @@ class DefaultRequestProcessor:
         ``Configuration.update``, unknown keys and values that do not parse are skipped."""
         props = parse_properties((req.body or b"").decode("utf-8", "replace"))
         log.info("updateNamesrvConfig called by %s: %s", conn.remote_address, props)
+        self.update(props)
+        return make_response_for(req)
+
+    def update(self, props: dict[str, str]) -> list[str]:
+        """Take the ``NamesrvConfig`` settings of *props*; the keys skipped (unknown, or a value that does not
+        parse)."""
+        skipped = []
         for key, value in props.items():
             if key not in self.config:
+                skipped.append(key)
                 continue
             if key in ("clusterTest", "orderMessageEnable"):
                 if value.strip().lower() not in ("true", "false"):
+                    skipped.append(key)
                     continue
                 value = value.strip().lower()
             self.config[key] = value
-        return make_response_for(req)
+        return skipped
 
     # --- brokers ---------------------------------------------------------------------------
     def register_broker(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand:

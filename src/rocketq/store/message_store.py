@@ -995,8 +995,11 @@ class MessageStore:
             return None
         cfg = self.topic_config_manager.get(topic)
         if cfg is not None:
-            if queue_id >= cfg.write_queue_nums:
-                return f"queue id {queue_id} is illegal: topic {topic} has {cfg.write_queue_nums} write queues"
+            # As the broker's msgCheck: below the greater of the two counts. A queue past the write queues but
+            # not the read ones takes messages (a producer's route a moment old, while write queues shrink).
+            queues = max(cfg.write_queue_nums, cfg.read_queue_nums)
+            if queue_id >= queues:
+                return f"queue id {queue_id} is illegal: topic {topic} has {queues} queues"
             return None
         if not self.config.auto_create_topic_enable:
             return f"topic {topic} does not exist and autoCreateTopicEnable is false"
@@ -1344,21 +1347,26 @@ class MessageStore:
             return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
         min_offset = cq.get_min_offset_in_queue()
         max_offset = cq.get_max_offset_in_queue()
+        # nextOffsetCorrection: where a read that found nothing there sends the reader next. A slave leaves the
+        # offset as it was asked (unless offsetCheckInSlave): its master corrects offsets.
+        correct = not self._slave or self.config.offset_check_in_slave
         if max_offset == 0:
-            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0 if correct else offset, min_offset,
+                                    max_offset)  # fmt: skip
         if offset < min_offset:
-            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_offset if correct else offset, min_offset,
+                                    max_offset)  # fmt: skip
         if offset == max_offset:
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
-        if offset > max_offset:
-            nxt = min_offset if min_offset == 0 else max_offset
-            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, nxt, min_offset, max_offset)
+        if offset > max_offset:  # 4.9 corrects to the end (4.7 went back to 0 when the queue began at 0)
+            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset if correct else offset,
+                                    min_offset, max_offset)  # fmt: skip
         # RocketMQ looks at most max(16000, maxMsgNums × 20) bytes of units per pull.
         max_filter = max(16000, max_count * CQ_STORE_UNIT_SIZE) // CQ_STORE_UNIT_SIZE
         units = cq.get_index_buffer(offset, max_filter)
         if units is None:
-            return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, cq.roll_next_file(offset), min_offset,
-                                    max_offset)  # fmt: skip
+            nxt = cq.roll_next_file(offset) if correct else offset
+            return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, nxt, min_offset, max_offset)
         cfg = self.config
         result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
         cl = self.commit_log
@@ -1593,18 +1601,15 @@ class MessageStore:
 
     def query_message(self, topic: str, key: str, max_num: int, begin: int = 0,
                       end: int | None = None) -> QueryMessageResult:  # fmt: skip
-        """Messages of *topic* whose ``KEYS`` or ``UNIQ_KEY`` hold *key*, newest index files first."""
+        """Messages of *topic* whose ``KEYS`` or ``UNIQ_KEY`` hold *key*, in commit-log order (``queryMessage``
+        sorts the offsets the index gives)."""
         end = now_ms() if end is None else end
         found = self.index_service.query_offset(topic, key, max_num, begin, end)
         result = QueryMessageResult(
             index_last_update_timestamp=found.index_last_update_timestamp,
             index_last_update_phyoffset=found.index_last_update_phyoffset,
         )
-        seen: set[int] = set()
-        for phys in found.phy_offsets:
-            if phys in seen:
-                continue
-            seen.add(phys)
+        for phys in sorted(set(found.phy_offsets)):
             msg = self.look_message_by_offset(phys)
             if msg is None or msg.topic != topic:
                 continue
