@@ -33,9 +33,12 @@ from rocketq.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     ConsumeOrderlyStatus,
+    InvalidMessageError,
     LitePullConsumer,
+    MessageClientExt,
     MessageModel,
     MessageQueue,
+    NoRouteError,
     Producer,
     PullConsumer,
     PullStatus,
@@ -199,7 +202,8 @@ async def scenario_send_every_way_and_pull(cluster: Cluster) -> None:
         m = got[b"sync"]
         assert m.properties["TAGS"] == "TagA" and m.properties["KEYS"] == "k-sync k-all"
         assert m.properties["color"] == "red" and m.properties["UNIQ_KEY"] == sync.msg_id
-        assert m.msg_id == sync.offset_msg_id
+        # As Java's MessageClientExt: the id the send returned, and the store's id beside it.
+        assert isinstance(m, MessageClientExt) and m.msg_id == sync.msg_id and m.offset_msg_id == sync.offset_msg_id
         assert got[big].sys_flag & 0x1  # stored compressed, delivered inflated
         assert got[b"pinned"].queue_id == queue.queue_id
         batch_offsets = sorted(got[f"batch-{i}".encode()].queue_offset for i in range(5))
@@ -569,6 +573,43 @@ async def scenario_retry_and_dlq(cluster: Cluster) -> None:
         assert dead.properties.get("RETRY_TOPIC") == topic or dead.properties.get("ORIGIN_MESSAGE_ID")
 
 
+async def scenario_a_hung_listener_is_let_go_after_the_consume_timeout(cluster: Cluster) -> None:
+    """Java's ``consumeTimeout``: a message with the listener longer than that is sent back for retry (delay level 3,
+    10 s) and leaves the process queue, so the committed offset moves past it while the listener still hangs; it
+    comes again from the retry topic. Each delivery carries ``CONSUME_START_TIME``."""
+    topic = unique("Hung")
+    group = unique("HungGroup")
+    deliveries: list[tuple[bytes, int, str | None]] = []
+    release = asyncio.Event()
+
+    async def listener(msgs: list[MessageExt], context: Any) -> ConsumeConcurrentlyStatus:
+        for m in msgs:
+            deliveries.append((m.body, m.reconsume_times, m.properties.get("CONSUME_START_TIME")))
+            if m.body == b"stuck" and m.reconsume_times == 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(release.wait(), 40)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async with Producer(unique("PG"), config=client_config(cluster)) as producer:
+        await make_topic(producer, topic, 1)
+        consumer = PushConsumer(group, config=client_config(cluster), listener=listener, consume_timeout=1.0,
+                                consume_thread_nums=4, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        consumer.subscribe(topic)
+        async with consumer:
+            for body in [b"stuck", *(f"ok-{i}".encode() for i in range(5))]:
+                await producer.send(new_message(topic, body))
+            mq = MessageQueue(topic, "broker-a", 0)
+            assert consumer.running_settings()["consumeTimeout"] == 0  # whole minutes, as Java reports it
+            try:
+                table = consumer.offset_store.offset_table  # type: ignore[union-attr]
+                await wait_until(lambda: table.get(mq) == 6, 20, "the offset past the hung message")
+                await wait_until(lambda: (b"stuck", 1) in {(b, r) for b, r, _ in deliveries}, 30, "the retry")
+            finally:
+                release.set()
+    assert sorted(b for b, r, _ in deliveries if r == 0) == [b"ok-0", b"ok-1", b"ok-2", b"ok-3", b"ok-4", b"stuck"]
+    assert all(started and started.isdigit() for _, _, started in deliveries)
+
+
 async def scenario_consume_from_timestamp(cluster: Cluster, exact: bool = True) -> None:
     """``exact``: only the messages stored after the timestamp arrive (a broker that honours
     ``setZeroIfNotFound``); otherwise they arrive, the older ones may too."""
@@ -822,12 +863,86 @@ async def scenario_admin_calls_to_a_consumer(cluster: Cluster) -> None:
 
 
 # -----------------------------------------------------------------------------------------------------
+async def scenario_sends_without_a_writable_queue(cluster: Cluster) -> None:
+    """A topic whose route has no queue to write to (read-only: ``perm=4``): every way of sending says there is no
+    route (Java: ``MQClientException`` "No route info of this topic"), and the selector is never called."""
+    topic = unique("ReadOnly")
+    async with Producer(unique("PG"), config=client_config(cluster)) as producer:
+        await producer.create_topic(topic, 2, perm=4)
+        msg = new_message(topic, b"x")
+        picked: list[object] = []
+
+        def selector(mqs: Any, m: Any, arg: Any) -> Any:
+            picked.append(arg)
+            return mqs[0]
+
+        attempts: list[Callable[[], Awaitable[object]]] = [
+            lambda: producer.send(msg), lambda: producer.send_oneway(msg),
+            lambda: producer.send_async(msg), lambda: producer.send_batch([new_message(topic, b"a")]),
+            lambda: producer.send(msg, selector=selector, arg=1),
+            lambda: producer.send(msg, selector=SelectMessageQueueByHash(), arg="order-1"),
+            lambda: producer.request(msg, 1.0),
+        ]  # fmt: skip
+        for attempt in attempts:
+            with pytest.raises(NoRouteError, match=topic):
+                await attempt()
+        assert not picked
+        # A selector that raises: the client's error, with the selector's as its cause.
+        await make_topic(producer, f"{topic}W", 2)
+
+        def broken(mqs: Any, m: Any, arg: Any) -> Any:
+            raise KeyError(arg)
+
+        with pytest.raises(ClientError, match="selector") as caught:
+            await producer.send(new_message(f"{topic}W", b"y"), selector=broken, arg="k")
+        assert isinstance(caught.value.__cause__, KeyError)
+
+
+async def scenario_groups_are_checked_at_start(cluster: Cluster) -> None:
+    """Producer and consumer groups as Java's ``Validators.checkGroup`` and ``checkConfig`` take them: refused at
+    start, before any request reaches a broker (no retry topic is made for a refused consumer group)."""
+    config = client_config(cluster)
+    bad = {"bad group!": "illegal characters", "g" * 256: "longer than group max length 255", "": "blank"}
+    for group, why in [*bad.items(), ("DEFAULT_PRODUCER", "can not equal DEFAULT_PRODUCER")]:
+        with pytest.raises(InvalidMessageError, match=why):
+            await Producer(group, config=config).start()
+
+    def push(group: str) -> PushConsumer:
+        consumer = PushConsumer(group, config=config)
+        consumer.subscribe("T", "*")
+        consumer.register_message_listener(lambda msgs, context: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+        return consumer
+
+    consumers: list[Callable[[str], Any]] = [
+        push, lambda g: PullConsumer(g, config=config), lambda g: LitePullConsumer(g, config=config)]
+    for make in consumers:
+        for group, why in [*bad.items(), ("DEFAULT_CONSUMER", "can not equal DEFAULT_CONSUMER")]:
+            with pytest.raises(InvalidMessageError, match=why):
+                await make(group).start()
+    from rocketq.client.admin import MQAdmin
+
+    async with MQAdmin(cluster.namesrv_addr) as admin:
+        assert not [t for t in await admin.topic_list() if t.startswith("%RETRY%") and ("bad" in t or "ggg" in t)]
+
+
 # Tests (rocketq in this process)
 # -----------------------------------------------------------------------------------------------------
 
 
 def test_send_every_way_and_pull(cluster: Cluster) -> None:
     run(scenario_send_every_way_and_pull(cluster))
+
+
+def test_sends_without_a_writable_queue(cluster: Cluster) -> None:
+    run(scenario_sends_without_a_writable_queue(cluster))
+
+
+def test_groups_are_checked_at_start(cluster: Cluster) -> None:
+    run(scenario_groups_are_checked_at_start(cluster))
+
+
+def test_a_hung_listener_is_let_go_after_the_consume_timeout(cluster: Cluster) -> None:
+    run(scenario_a_hung_listener_is_let_go_after_the_consume_timeout(cluster))
 
 
 def test_tag_filtered_push_consumer(cluster: Cluster) -> None:

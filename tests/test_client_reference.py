@@ -91,3 +91,15 @@ def test_request_reply(cluster: e2e.Cluster) -> None:
 
 def test_admin_calls_to_a_consumer(cluster: e2e.Cluster) -> None:
     e2e.run(e2e.scenario_admin_calls_to_a_consumer(cluster))
+
+
+def test_sends_without_a_writable_queue(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_sends_without_a_writable_queue(cluster))
+
+
+def test_groups_are_checked_at_start(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_groups_are_checked_at_start(cluster))
+
+
+def test_a_hung_listener_is_let_go_after_the_consume_timeout(cluster: e2e.Cluster) -> None:
+    e2e.run(e2e.scenario_a_hung_listener_is_let_go_after_the_consume_timeout(cluster))

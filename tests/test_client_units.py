@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from rocketq.client import InvalidMessageError, MessageQueue, new_message
 from rocketq.client.client_config import ClientConfig, resolve_namesrv_addrs
+from rocketq.client.consume_orderly import suspend_seconds
 from rocketq.client.errors import (
     BrokerBusyError,
     BrokerError,
@@ -218,6 +219,29 @@ def test_new_message_properties() -> None:
     assert m.properties == {"TAGS": "TagA", "KEYS": "a b", "WAIT": "true", "k": "v", "DELAY": "3"}
     with pytest.raises(InvalidMessageError):
         new_message("T", b"x", properties={"k": 1})  # type: ignore[dict-item]
+    # Java's putUserProperty: no system name (it would change what the message is), nothing blank (lost on the way).
+    for name in ("TAGS", "KEYS", "DELAY", "UNIQ_KEY", "RETRY_TOPIC", "TRAN_MSG"):
+        with pytest.raises(InvalidMessageError, match=f"Property<{name}> is used by system"):
+            new_message("T", b"x", properties={name: "v"})
+    for blank in ({"k": ""}, {"k": "  "}, {"": "v"}):
+        with pytest.raises(InvalidMessageError, match="blank"):
+            new_message("T", b"x", properties=blank)
+    assert new_message("T", b"x", properties={"TIMER_DELAY_MS": "1500"}).properties["TIMER_DELAY_MS"] == "1500"
+
+
+def test_orderly_suspend_time_is_the_listeners_or_the_consumers_within_java_bounds() -> None:
+    assert suspend_seconds(-1, 1.0) == 1.0  # -1: the consumer's own
+    assert suspend_seconds(500, 1.0) == 0.5
+    assert suspend_seconds(40_000, 1.0) == 30.0 and suspend_seconds(-1, 60.0) == 30.0
+    assert suspend_seconds(5, 1.0) == 0.01 and suspend_seconds(-7, 1.0) == 0.01
+
+
+def test_name_server_addresses_must_be_host_and_port() -> None:
+    assert resolve_namesrv_addrs("127.0.0.1:9876; [::1]:9877,localhost:1") == ["127.0.0.1:9876", "[::1]:9877",
+                                                                                 "localhost:1"]  # fmt: skip
+    for bad in ("127.0.0.1", "127.0.0.1:x", ":9876"):
+        with pytest.raises(ClientError, match="not host:port"):
+            resolve_namesrv_addrs(bad)
 
 
 def test_topic_and_message_checks() -> None:
@@ -242,7 +266,9 @@ def test_topic_and_message_checks() -> None:
         producer._make_batch([new_message("A", b"x"), new_message("A", b"")])
     with pytest.raises(InvalidMessageError, match="over max value"):
         producer._make_batch([new_message("A", b"x"), new_message("A", b"x" * 11)])
-    assert Producer("PG", "127.0.0.1:1")._make_batch([new_message("A", b"x", properties={"DELAY": "0"})]).topic == "A"
+    undelayed = new_message("A", b"x")
+    undelayed.properties["DELAY"] = "0"  # (a user property may not be named so: see new_message)
+    assert Producer("PG", "127.0.0.1:1")._make_batch([undelayed]).topic == "A"
 
 
 def test_consume_timestamps() -> None:

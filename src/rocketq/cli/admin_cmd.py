@@ -123,7 +123,7 @@ def _body_text(body: bytes, limit: int | None = None) -> str:
 
 
 def _client_id(msg: MessageExt) -> str:
-    return msg.uniq_key or msg.msg_id
+    return msg.uniq_key or msg.offset_msg_id
 
 
 def _emit_json(obj: Any) -> None:
@@ -133,7 +133,7 @@ def _emit_json(obj: Any) -> None:
 def _print_message_detail(msg: MessageExt) -> None:
     """``QueryMsgByIdSubCommand.printMsg``, with the body printed instead of written to a temp file."""
     rows = [
-        ("OffsetID:", msg.msg_id),
+        ("OffsetID:", msg.offset_msg_id),
         ("MsgId:", _client_id(msg)),
         ("Topic:", msg.topic),
         ("Tags:", f"[{msg.tags}]"),

@@ -52,7 +52,7 @@ from rocketq.client.push_consumer import PushConsumer
 from rocketq.client.queue_selector import SelectMessageQueueByHash, SelectMessageQueueByRandom
 from rocketq.client.send_result import SendResult, SendStatus
 from rocketq.common.acl import SessionCredentials
-from rocketq.common.message import Message, MessageExt
+from rocketq.common.message import Message, MessageClientExt, MessageExt
 
 __all__ = [
     "EXPRESSION_TYPE_SQL92",
@@ -77,6 +77,7 @@ __all__ = [
     "InvalidMessageError",
     "LitePullConsumer",
     "Message",
+    "MessageClientExt",
     "MessageExt",
     "MessageModel",
     "MessageQueue",

@@ -492,7 +492,7 @@ class MQAdmin:
         """``consumeMessageDirectly``: *msg* (as looked up) handed to one client's consumer of *group*, through
         the broker that stored it (CONSUME_MESSAGE_DIRECTLY); the client's ConsumeMessageDirectlyResult."""
         r = await self.invoke(_addr(*msg.store_host), create_request(RequestCode.CONSUME_MESSAGE_DIRECTLY, {
-            "consumerGroup": group, "clientId": client_id, "msgId": msg.msg_id}), "broker")  # fmt: skip
+            "consumerGroup": group, "clientId": client_id, "msgId": msg.offset_msg_id}), "broker")  # fmt: skip
         if r.code != ResponseCode.SUCCESS:
             raise AdminError(f"consume message directly by {client_id} in group {group!r}: "
                              f"{response_code_name(r.code)} ({r.code}): {r.remark or 'no remark'}")  # fmt: skip

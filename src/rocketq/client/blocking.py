@@ -154,7 +154,7 @@ class _Blocking:
 class BlockingProducer(_Blocking):
     """A blocking ``Producer``; takes the same arguments."""
 
-    def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv_addr: str | None = None, **options: Any) -> None:
+    def __init__(self, group: str, namesrv_addr: str | None = None, **options: Any) -> None:
         super().__init__(Producer(group, namesrv_addr, **options))
         self.producer: Producer = self._inner
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from rocketq.client.errors import ClientError
 from rocketq.common.acl import SessionCredentials
 from rocketq.remoting.codes import LanguageCode, MQVersion
+from rocketq.remoting.transport import parse_address
 
 __all__ = ["DEFAULT_INSTANCE_NAME", "ClientConfig", "local_ip", "resolve_namesrv_addrs"]
 
@@ -33,6 +34,11 @@ def resolve_namesrv_addrs(addr: str | None = None) -> list[str]:
     for value in (addr, os.environ.get(NAMESRV_ENV), os.environ.get(NAMESRV_PROPERTY)):
         if value and value.strip():
             addrs = [a.strip() for a in value.replace(",", ";").split(";") if a.strip()]
+            for a in addrs:
+                try:
+                    parse_address(a)
+                except ValueError:
+                    raise ClientError(f"name server address {a!r} is not host:port (e.g. '127.0.0.1:9876')") from None
             if addrs:
                 return addrs
     raise ClientError(

@@ -536,7 +536,7 @@ class ClientInstance:
         group = h.get_str("consumerGroup")
         consumer = self.consumers.get(group)
         direct = getattr(consumer, "consume_message_directly", None)
-        msgs = decode_records(request.body)
+        msgs = decode_records(request.body, client=False)
         if direct is None or not msgs:
             return make_response_for(request, ResponseCode.SYSTEM_ERROR,
                                      f"The Consumer Group <{group}> not exist in this consumer")  # fmt: skip

@@ -15,6 +15,11 @@ After a batch:
 - failure, broadcasting: the messages are dropped (logged).
 
 A message taken from the retry topic is handed over with its original topic (``RETRY_TOPIC``).
+
+Each message is stamped ``CONSUME_START_TIME`` as its batch goes to the listener. Every ``consume_timeout``
+(15 minutes, Java's ``consumeTimeout``) a queue whose oldest message has been in the listener longer than that
+has it sent back for retry (delay level 3) and let go, up to 16 a queue (``ProcessQueue.cleanExpiredMsg``): a
+listener that hangs holds the committed offset back for that long at most.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from rocketq.client.listener import (
 from rocketq.client.message_queue import MessageQueue
 from rocketq.client.process_queue import ProcessQueue
 from rocketq.client.running_info import ConsumeMessageDirectlyResult
-from rocketq.common.message import PROPERTY_RETRY_TOPIC, MessageExt
+from rocketq.common.message import PROPERTY_CONSUME_START_TIMESTAMP, PROPERTY_RETRY_TOPIC, MessageExt
 
 if TYPE_CHECKING:
     from rocketq.client.push_consumer import PushConsumer
@@ -50,6 +55,8 @@ __all__ = ["ConsumeMessageConcurrentlyService", "reset_retry_topic"]
 log = logging.getLogger(__name__)
 
 SEND_BACK_FAILED_RETRY_DELAY = 5.0
+EXPIRED_DELAY_LEVEL = 3  # the delay level of a message sent back for taking too long (cleanExpiredMsg)
+EXPIRED_PER_QUEUE = 16  # ... at most this many of a queue a look
 
 
 def reset_retry_topic(msgs: list[MessageExt], retry_topic: str) -> None:
@@ -85,6 +92,7 @@ class ConsumeMessageConcurrentlyService:
         if not self.is_async:
             self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix=f"consume-{self.consumer.group}")
         self._tasks = [asyncio.ensure_future(self._worker()) for _ in range(self.workers)]
+        self._tasks.append(asyncio.ensure_future(self._clean_expired_periodically()))
 
     async def shutdown(self, await_termination: float) -> None:
         """Stop taking work; wait up to ``await_termination`` seconds for the batches in hand and queued."""
@@ -120,6 +128,40 @@ class ConsumeMessageConcurrentlyService:
         self._later.add(task)
         task.add_done_callback(self._later.discard)
 
+    async def _clean_expired_periodically(self) -> None:
+        timeout = self.consumer.consume_timeout
+        while True:
+            await asyncio.sleep(timeout)
+            try:
+                await self.clean_expired(timeout)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: sending expired messages back failed", self.consumer.group)
+
+    async def clean_expired(self, timeout: float) -> int:
+        """``cleanExpireMsg``: in each queue, the messages at its head that have been with the listener longer than
+        *timeout* seconds are sent back for retry and let go (clustering; broadcasting has no retry). The count
+        let go."""
+        consumer = self.consumer
+        if consumer.message_model is MessageModel.BROADCASTING or consumer.rebalance is None:
+            return 0
+        timeout_ms = timeout * 1000
+        done = 0
+        for mq, pq in list(consumer.rebalance.process_queue_table.items()):
+            for _ in range(EXPIRED_PER_QUEUE):
+                msg = pq.first_expired(int(time.time() * 1000), timeout_ms)
+                if msg is None or pq.dropped:
+                    break
+                if not await consumer.send_message_back(msg, EXPIRED_DELAY_LEVEL, mq.broker_name):
+                    break  # (logged there) tried again at the next look
+                log.info("%s: %s of %s was with the listener longer than %.0f s: sent back for retry",
+                         consumer.group, msg.msg_id, mq, timeout)  # fmt: skip
+                if pq.first_expired(int(time.time() * 1000), timeout_ms) is msg:
+                    pq.remove_message([msg])
+                    done += 1
+        return done
+
     async def _worker(self) -> None:
         while True:
             request = await self._queue.get()
@@ -138,6 +180,9 @@ class ConsumeMessageConcurrentlyService:
             return
         consumer = self.consumer
         reset_retry_topic(request.msgs, consumer.retry_topic)
+        started = str(int(time.time() * 1000))
+        for msg in request.msgs:
+            msg.properties[PROPERTY_CONSUME_START_TIMESTAMP] = started
         context = ConsumeConcurrentlyContext(request.mq)
         begin = time.monotonic()
         try:

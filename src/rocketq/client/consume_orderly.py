@@ -43,13 +43,20 @@ from rocketq.common.message import PROPERTY_RECONSUME_TIME, MessageExt
 if TYPE_CHECKING:
     from rocketq.client.push_consumer import PushConsumer
 
-__all__ = ["ConsumeMessageOrderlyService"]
+__all__ = ["ConsumeMessageOrderlyService", "suspend_seconds"]
 
 log = logging.getLogger(__name__)
 
 REBALANCE_LOCK_INTERVAL = 20.0
 MAX_TIME_CONSUME_CONTINUOUSLY = 60.0
 
+
+
+def suspend_seconds(context_ms: int, consumer_s: float) -> float:
+    """How long a queue rests after SUSPEND_CURRENT_QUEUE_A_MOMENT (``submitConsumeRequestLater``): the listener's
+    ``suspend_current_queue_time_millis``, or the consumer's own when that is -1, kept within 10 ms and 30 s."""
+    delay = consumer_s if context_ms == -1 else context_ms / 1000
+    return min(30.0, max(0.01, delay))
 
 class ConsumeMessageOrderlyService:
     def __init__(self, consumer: PushConsumer, listener: MessageListener) -> None:
@@ -191,9 +198,8 @@ class ConsumeMessageOrderlyService:
             stats.consumed(consumer.group, mq.topic, rt_ms, 0, len(msgs))
             if await self._check_reconsume_times(msgs):
                 pq.make_message_to_consume_again(msgs)
-                suspend = context.suspend_current_queue_time_millis
-                delay = suspend / 1000 if suspend >= 0 else consumer.suspend_current_queue_time
-                self._submit_later(pq, mq, max(0.01, delay))
+                delay = suspend_seconds(context.suspend_current_queue_time_millis, consumer.suspend_current_queue_time)
+                self._submit_later(pq, mq, delay)
                 continue_consume = False
             else:
                 commit_offset = pq.commit()

@@ -190,6 +190,9 @@ class ConsumerBase:
         """The first steps of every ``start``: the client instance, the offset store of the message model
         (loaded), the rebalance of a rebalanced consumer (with ``subscriptions``, default the consumer's own),
         the pull API. The caller registers the consumer with :meth:`_register` once its own parts are built."""
+        from rocketq.client.producer import check_group
+
+        check_group(self._group, "consumer")
         instance = get_client_instance(self.config, consumer_group=self._group)
         if self._message_model is MessageModel.BROADCASTING:
             self.offset_store = LocalFileOffsetStore(instance.client_id, self._group, self.offset_store_dir)

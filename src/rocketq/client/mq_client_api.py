@@ -27,7 +27,7 @@ from rocketq.client.send_result import SendResult, SendStatus
 from rocketq.common import json_compat
 from rocketq.common.codec import decode_records_of
 from rocketq.common.javacompat import hashmap_order
-from rocketq.common.message import MessageExt
+from rocketq.common.message import MessageClientExt, MessageExt
 from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, ext_value, next_opaque
@@ -60,14 +60,21 @@ def java_ext_fields(fields: Mapping[str, object]) -> dict[str, str]:
     return {k: present[k] for k in _java_order(tuple(present))}
 
 
-def decode_records(body: bytes | None) -> list[MessageExt]:
+def decode_records(body: bytes | None, *, client: bool = True) -> list[MessageExt]:
     """The records of a pull/query body, back to back; a record that does not decode ends the list,
-    as Java's ``MessageDecoder.decodes`` stops at the first it cannot read."""
+    as Java's ``MessageDecoder.decodes`` stops at the first it cannot read.
+
+    As Java's client decodes them: a pulled, queried or viewed message is a :class:`MessageClientExt` (its
+    ``msg_id`` the producer's id); a broker's check-back or consume-directly request carries a plain
+    :class:`MessageExt` (*client* False)."""
     if not body:
         return []
     msgs, error = decode_records_of(body)
     if error is not None:
         log.warning("dropping the rest of a body: %s", error)
+    if client:
+        for msg in msgs:
+            msg.__class__ = MessageClientExt
     return msgs
 
 

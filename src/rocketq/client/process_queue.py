@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable
 
 from rocketq.client.running_info import ProcessQueueInfo, epoch_ms
-from rocketq.common.message import MessageExt
+from rocketq.common.message import PROPERTY_CONSUME_START_TIMESTAMP, MessageExt
 
 __all__ = ["ProcessQueue"]
 
@@ -164,6 +164,17 @@ class ProcessQueue:
         elif self.next_pull_offset > result:
             result = self.next_pull_offset  # what the pull skipped past was filtered out by tag
         return result
+
+    def first_expired(self, now_ms: int, timeout_ms: float) -> MessageExt | None:
+        """The message at the head of the queue when its consumption began more than *timeout_ms* before
+        *now_ms* (its ``CONSUME_START_TIME``); else None (``cleanExpiredMsg``'s test)."""
+        if not self._offsets:
+            return None
+        msg = self._msgs[self._offsets[0]]
+        started = msg.properties.get(PROPERTY_CONSUME_START_TIMESTAMP)
+        if started and started.isdigit() and now_ms - int(started) > timeout_ms:
+            return msg
+        return None
 
     # -- orderly consumption ----------------------------------------------------------------------
 

@@ -94,6 +94,7 @@ DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 TOPIC_MAX_LENGTH = 127
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 _TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_NO_WRITABLE_QUEUE = "its route has no queue to write to (no write permission, or no write queues)"
 _NOT_ALLOWED_SEND_TOPICS = frozenset({
     "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
     "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
@@ -119,6 +120,17 @@ def _id_generator(ip: str) -> UniqueIdGenerator:
     return gen
 
 
+# MessageConst.STRING_HASH_SET of 4.9.4: the names a user property may not have (new_message's own parameters
+# set TAGS, KEYS, WAIT and DELAY).
+RESERVED_PROPERTY_NAMES = frozenset({
+    "TRACE_ON", "MSG_REGION", "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG",
+    "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG",
+    "MQ2_FLAG", "RECONSUME_TIME", "UNIQ_KEY", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "INSTANCE_ID",
+    "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER", "MSG_TYPE",
+    "INNER_MULTI_QUEUE_OFFSET",
+})  # fmt: skip
+
+
 def new_message(topic: str, body: bytes | str, *, tags: str | None = None, keys: str | Iterable[str] | None = None,
                 properties: dict[str, str] | None = None, flag: int = 0, delay_level: int | None = None,
                 wait_store_ok: bool = True) -> Message:  # fmt: skip
@@ -135,6 +147,12 @@ def new_message(topic: str, body: bytes | str, *, tags: str | None = None, keys:
     for name, value in (properties or {}).items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise InvalidMessageError(f"property {name!r}={value!r}: names and values must be strings")
+        # Java's putUserProperty: a system name would change what the message is; a blank one is lost on the way.
+        if name in RESERVED_PROPERTY_NAMES:
+            raise InvalidMessageError(f"The Property<{name}> is used by system, input another please")
+        if not name.strip() or not value.strip():
+            raise InvalidMessageError(f"property {name!r}={value!r}: the name or value of property can not be "
+                                      "null or blank string")  # fmt: skip
         props[name] = value
     if delay_level is not None and delay_level > 0:
         props[PROPERTY_DELAY_TIME_LEVEL] = str(int(delay_level))
@@ -161,6 +179,26 @@ def check_topic(topic: str) -> None:
         raise InvalidMessageError(
             f"the specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         )
+
+
+GROUP_MAX_LENGTH = 255  # Validators.CHARACTER_MAX_LENGTH
+DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
+
+
+def check_group(group: str, kind: str) -> None:
+    """``Validators.checkGroup`` and the ``checkConfig`` of a producer or consumer (*kind*): a group the broker would
+    otherwise take as it is (a retry topic named after it, in the consumer's case), refused at start."""
+    if not group or not group.strip():
+        raise InvalidMessageError("the specified group is blank")
+    if len(group) > GROUP_MAX_LENGTH:
+        raise InvalidMessageError(f"the specified group is longer than group max length {GROUP_MAX_LENGTH}.")
+    if not _TOPIC_PATTERN.match(group):
+        raise InvalidMessageError(
+            f"the specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
+    default = DEFAULT_PRODUCER_GROUP if kind == "producer" else DEFAULT_CONSUMER_GROUP
+    if group == default:  # the group of anyone who named none: a check-back could reach another application
+        raise InvalidMessageError(f"{kind}Group can not equal {default}, please specify another one.")
 
 
 def create_reply_message(request: Message, body: bytes | str) -> Message:
@@ -192,7 +230,7 @@ class Producer:
 
     def __init__(
         self,
-        group: str = DEFAULT_PRODUCER_GROUP,
+        group: str,
         namesrv_addr: str | None = None,
         *,
         config: ClientConfig | None = None,
@@ -268,8 +306,7 @@ class Producer:
     async def start(self) -> Producer:
         if self._running:
             return self
-        if not self._group or not _TOPIC_PATTERN.match(self._group):
-            raise InvalidMessageError(f"producer group {self._group!r} is blank or has illegal characters")
+        check_group(self._group, "producer")
         instance = get_client_instance(self.config, producer_group=self._group)
         if not instance.register_producer(self._group, self):
             raise ClientError(f"the producer group {self._group} is already registered in {instance.client_id}")
@@ -511,7 +548,12 @@ class Producer:
         if selector is not None:
             begin = time.monotonic()
             info = await self._find_publish_info(msg.topic)
-            chosen = selector(list(info.message_queues), msg, arg)
+            if not info.ok:
+                raise NoRouteError(msg.topic, _NO_WRITABLE_QUEUE)
+            try:
+                chosen = selector(list(info.message_queues), msg, arg)
+            except Exception as e:  # the user's code: said as the client's error, with its cause
+                raise ClientError(f"the selector raised {e!r} choosing a queue for topic {msg.topic}") from e
             if chosen is None:
                 raise ClientError(f"the selector chose no queue for topic {msg.topic}")
             remaining = budget - (time.monotonic() - begin)
@@ -541,6 +583,8 @@ class Producer:
         budget = timeout or self.send_timeout
         begin = time.monotonic()
         info = await self._find_publish_info(msg.topic)
+        if not info.ok:  # routed, but to no queue a message can go to
+            raise NoRouteError(msg.topic, _NO_WRITABLE_QUEUE)
         if mode is CommunicationMode.SYNC:
             times_total = 1 + self.retry_times_when_send_failed
         elif mode is CommunicationMode.ASYNC:

@@ -113,6 +113,7 @@ class PushConsumer(ConsumerBase):
         consume_concurrently_max_span: int = 2000,
         max_reconsume_times: int = -1,
         suspend_current_queue_time: float = 1.0,
+        consume_timeout: float = 900.0,
         post_subscription_when_pull: bool = False,
         await_termination: float = 10.0,
         offset_store_dir: str | None = None,
@@ -131,6 +132,7 @@ class PushConsumer(ConsumerBase):
         self.consume_concurrently_max_span = consume_concurrently_max_span
         self.max_reconsume_times = max_reconsume_times
         self.suspend_current_queue_time = suspend_current_queue_time
+        self.consume_timeout = consume_timeout  # seconds (Java's consumeTimeout, in minutes: 15)
         self.post_subscription_when_pull = post_subscription_when_pull
         self.await_termination = await_termination
         self._paused = False
@@ -211,6 +213,7 @@ class PushConsumer(ConsumerBase):
             "consumeConcurrentlyMaxSpan": self.consume_concurrently_max_span,
             "maxReconsumeTimes": self.max_reconsume_times,
             "suspendCurrentQueueTimeMillis": round(self.suspend_current_queue_time * 1000),
+            "consumeTimeout": round(self.consume_timeout / 60),
             "postSubscriptionWhenPull": self.post_subscription_when_pull,
             "awaitTerminationMillisWhenShutdown": round(self.await_termination * 1000),
         })  # fmt: skip

@@ -54,7 +54,7 @@ from rocketq.client.client_config import ClientConfig
 from rocketq.client.client_instance import ClientInstance
 from rocketq.client.errors import ClientError, InvalidMessageError
 from rocketq.client.mq_client_api import decode_records
-from rocketq.client.producer import DEFAULT_PRODUCER_GROUP, Producer
+from rocketq.client.producer import Producer
 from rocketq.client.send_result import SendResult, SendStatus
 from rocketq.common.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -150,7 +150,7 @@ class TransactionProducer:
     keyword goes to the inner :class:`Producer` (``send_timeout``, ``retry_times_when_send_failed``, …).
     """
 
-    def __init__(self, group: str = DEFAULT_PRODUCER_GROUP, namesrv_addr: str | None = None, *,
+    def __init__(self, group: str, namesrv_addr: str | None = None, *,
                  listener: TransactionListener | None = None,
                  execute: Callable[[Message, Any], StateOrAwaitable] | None = None,
                  check: Callable[[MessageExt], StateOrAwaitable] | None = None,
@@ -300,7 +300,7 @@ class TransactionProducer:
 
 def _check_transaction_state(instance: ClientInstance, conn: RemotingConnection, request: RemotingCommand) -> None:
     """``ClientRemotingProcessor.checkTransactionState``: hand the check to the producer of the message's group."""
-    msgs = decode_records(request.body)
+    msgs = decode_records(request.body, client=False)
     if not msgs:
         log.warning("CHECK_TRANSACTION_STATE from %s without a message", conn.remote_address)
         return None

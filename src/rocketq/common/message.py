@@ -59,6 +59,7 @@ PROPERTY_MESSAGE_TTL: Final = "TTL"
 PROPERTY_REPLY_MESSAGE_ARRIVE_TIME: Final = "ARRIVE_TIME"
 PROPERTY_PUSH_REPLY_TIME: Final = "PUSH_REPLY_TIME"
 PROPERTY_MESSAGE_TYPE: Final = "MSG_TYPE"
+PROPERTY_CONSUME_START_TIMESTAMP: Final = "CONSUME_START_TIME"
 REPLY_MESSAGE_FLAG: Final = "reply"  # MixAll.REPLY_MESSAGE_FLAG: MSG_TYPE of a reply
 TRANSIENT_PREFIX: Final = "__RMQ.TRANSIENT."
 KEY_SEPARATOR: Final = " "
@@ -175,15 +176,33 @@ class MessageExt:
         return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     @property
-    def msg_id(self) -> str:
+    def offset_msg_id(self) -> str:
         """The offset message id: store host + port + commit-log offset (§3.10)."""
         from rocketq.common.message_id import create_offset_message_id
 
         return create_offset_message_id(self.store_host, self.commit_log_offset)
 
+    @property
+    def msg_id(self) -> str:
+        """The message id as the broker and store know it (``MessageExt.getMsgId``): the offset message id."""
+        return self.offset_msg_id
+
     def key_list(self) -> list[str]:
         keys = self.keys
         return [k for k in keys.split(KEY_SEPARATOR) if k] if keys else []
+
+
+class MessageClientExt(MessageExt):
+    """A message as a client receives it from a pull or a query (Java's ``MessageClientExt``): its
+    :attr:`msg_id` is the id its producer gave it and a send returned (``UNIQ_KEY``), when it has one, else
+    the offset message id, which :attr:`offset_msg_id` always is. The same fields as :class:`MessageExt`
+    (an instance of either can become the other by a class change)."""
+
+    __slots__ = ()
+
+    @property
+    def msg_id(self) -> str:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or self.offset_msg_id
 
 
 @dataclass(slots=True)

@@ -48,7 +48,7 @@ def message_to_dict(msg: MessageExt) -> dict[str, Any]:
         "queueOffset": msg.queue_offset,
         "commitLogOffset": msg.commit_log_offset,
         "storeSize": msg.store_size,
-        "msgId": msg.msg_id,
+        "msgId": msg.offset_msg_id,
         "uniqKey": props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
         "tags": props.get(PROPERTY_TAGS),
         "keys": props.get(PROPERTY_KEYS),

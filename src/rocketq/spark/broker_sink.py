@@ -155,9 +155,12 @@ def row_message(row: Mapping[str, Any], position: int, default_topic: str | None
              if v is not None and k not in _SET_BY_SINK}  # fmt: skip
     try:
         msg = new_message(topic, body if isinstance(body, (bytes, str)) else bytes(body),
-                          tags=_text(row.get("tags"), position, "tags"), keys=keys, properties=props)  # fmt: skip
+                          tags=_text(row.get("tags"), position, "tags"), keys=keys)  # fmt: skip
     except InvalidMessageError as e:
         raise SinkError(f"row {position}: {e}") from None
+    # The map as it is, system names included (DELAY asks for a delay level; a row read with the source carries
+    # the rest): new_message takes user properties only.
+    msg.properties.update(props)
     msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = key
     return msg
 

@@ -285,7 +285,7 @@ def messages_batch(msgs: list[MessageExt]) -> pa.RecordBatch:
         "queueOffset": col("queueOffset", (m.queue_offset for m in msgs)),
         "commitLogOffset": col("commitLogOffset", (m.commit_log_offset for m in msgs)),
         "storeSize": col("storeSize", (m.store_size for m in msgs)),
-        "msgId": col("msgId", (m.msg_id for m in msgs)),
+        "msgId": col("msgId", (m.offset_msg_id for m in msgs)),
         "uniqKey": col("uniqKey", (p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for p in props)),
         "tags": col("tags", (p.get(PROPERTY_TAGS) for p in props)),
         "keys": col("keys", (None if k is None else [t for t in k.split(" ") if t] for k in keys)),
