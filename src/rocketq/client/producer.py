@@ -170,15 +170,20 @@ def properties_string(props: dict[str, str]) -> str:
         return "\x02".join(f"{k}\x01{v}" for k, v in ordered.items())
 
 
-def check_topic(topic: str) -> None:
-    if not topic or not topic.strip():
-        raise InvalidMessageError("the specified topic is blank")
-    if len(topic) > TOPIC_MAX_LENGTH:
-        raise InvalidMessageError(f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}")
-    if not _TOPIC_PATTERN.match(topic):
+def _check_name(kind: str, name: str, max_length: int, end: str = "") -> None:
+    """``Validators``' checks of a topic or group name: not blank, not too long, only ``^[%|a-zA-Z0-9_-]+$``."""
+    if not name or not name.strip():
+        raise InvalidMessageError(f"the specified {kind} is blank")
+    if len(name) > max_length:
+        raise InvalidMessageError(f"the specified {kind} is longer than {kind} max length {max_length}{end}")
+    if not _TOPIC_PATTERN.match(name):
         raise InvalidMessageError(
-            f"the specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+            f"the specified {kind}[{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         )
+
+
+def check_topic(topic: str) -> None:
+    _check_name("topic", topic, TOPIC_MAX_LENGTH)
 
 
 GROUP_MAX_LENGTH = 255  # Validators.CHARACTER_MAX_LENGTH
@@ -188,14 +193,7 @@ DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
 def check_group(group: str, kind: str) -> None:
     """``Validators.checkGroup`` and the ``checkConfig`` of a producer or consumer (*kind*): a group the broker would
     otherwise take as it is (a retry topic named after it, in the consumer's case), refused at start."""
-    if not group or not group.strip():
-        raise InvalidMessageError("the specified group is blank")
-    if len(group) > GROUP_MAX_LENGTH:
-        raise InvalidMessageError(f"the specified group is longer than group max length {GROUP_MAX_LENGTH}.")
-    if not _TOPIC_PATTERN.match(group):
-        raise InvalidMessageError(
-            f"the specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-        )
+    _check_name("group", group, GROUP_MAX_LENGTH, ".")
     default = DEFAULT_PRODUCER_GROUP if kind == "producer" else DEFAULT_CONSUMER_GROUP
     if group == default:  # the group of anyone who named none: a check-back could reach another application
         raise InvalidMessageError(f"{kind}Group can not equal {default}, please specify another one.")
