@@ -156,6 +156,29 @@ def test_half_commit_and_op_records_as_rocketmq_writes_them(tmp_path: Path, gold
     run(scenario())
 
 
+def test_end_transaction_answers_as_java_does(tmp_path: Path) -> None:
+    """A commit's answer has no remark; a rollback's keeps the default remark of the response Java makes it from
+    (``checkPrepareMessage``'s ``createResponseCommand(null)``)."""
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", transactionCheckInterval="600000") as broker, \
+                client_of(broker) as client:  # fmt: skip
+            remarks = {}
+            for action in (8, 12):  # commit, rollback
+                r = await client.invoke(send_v2("Tx", b"x", properties=props(TRAN_MSG="true", PGROUP="pg"), f=4,
+                                                a="pg", g=_now_ms()))  # fmt: skip
+                ext = r.ext_fields or {}
+                end = await client.invoke(create_request(RequestCode.END_TRANSACTION, {
+                    "producerGroup": "pg", "tranStateTableOffset": ext["queueOffset"],
+                    "commitLogOffset": decode_offset_message_id(ext["msgId"])[1], "commitOrRollback": action,
+                    "fromTransactionCheck": False, "msgId": ext["msgId"]}))  # fmt: skip
+                remarks[action] = (end.code, end.remark)
+            assert remarks == {8: (ResponseCode.SUCCESS, None), 12: (ResponseCode.SUCCESS, "not set any response code")}
+            store = broker.store
+            await _until(lambda: sum(store.get_max_offset_in_queue("Tx", q) for q in range(4)) == 1, 5, "the commit")
+
+    run(scenario())
+
+
 def test_check_back_then_commit_or_rollback(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with running_broker(tmp_path / "s", **FAST_CHECKS) as broker, producer_of(broker) as producer:
@@ -225,6 +248,19 @@ def test_no_producer_connected_means_no_check_sent_but_checks_counted(tmp_path: 
             await asyncio.sleep(1.0)
             svc = broker.transactional_message_check_service
             assert svc.listener.checks_sent == 0 and svc.transactional_message_service.stats.renewed >= 2
+
+    run(scenario())
+
+
+def test_the_first_check_comes_an_interval_after_start(tmp_path: Path) -> None:
+    """As Java's TransactionalMessageCheckService: no check at start, the first one a ``transactionCheckInterval``
+    later, so that producers reconnecting after a restart are not counted out of a check first."""
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", transactionCheckInterval="1500") as broker:
+            stats = broker.transactional_message_check_service.transactional_message_service.stats
+            await asyncio.sleep(1.0)
+            assert stats.checks == 0
+            await _until(lambda: stats.checks >= 1, 5, "the first check")
 
     run(scenario())
 

@@ -76,6 +76,10 @@ class EndTransactionProcessor:
                 code, remark = ctl.send_message_processor.put_failure(result.status, result.error)
                 return make_response_for(request, code, remark)
         await ctl.transactional_message_service.delete_prepare_message(half)
+        if commit_or_rollback == TRANSACTION_ROLLBACK_TYPE:
+            # Java answers a rollback with checkPrepareMessage's response, made with createResponseCommand(null):
+            # its code set to SUCCESS later, its default remark left.
+            return make_response_for(request, ResponseCode.SUCCESS, "not set any response code")
         return make_response_for(request, ResponseCode.SUCCESS)
 
 

@@ -15,8 +15,9 @@ What the check hands over goes to the listener:
   ``TRANS_CHECK_MAX_TIME_TOPIC`` (created with 1 queue, perm RW) with the half message's body, flag, sysFlag,
   properties, born time and hosts; nothing is done with it afterwards.
 
-The check runs on the broker's event loop; it is also run once a short while after start, so half messages
-left unresolved before a restart are asked about without waiting a whole interval.
+The check runs on the broker's event loop, the first one an interval after start, as in Java: after a restart
+the producers have that long to connect again before a check that finds none counts towards
+``transactionCheckMax``.
 """
 
 from __future__ import annotations
@@ -51,8 +52,6 @@ log = logging.getLogger(__name__)
 
 #: Queues of ``TRANS_CHECK_MAX_TIME_TOPIC`` (``TCMT_QUEUE_NUMS``).
 TCMT_QUEUE_NUMS = 1
-#: The first check after start comes this soon (then every ``transactionCheckInterval``).
-FIRST_CHECK_DELAY_S = 1.0
 
 
 class TransactionalMessageCheckListener:
@@ -173,7 +172,9 @@ class TransactionalMessageCheckService:
     async def _run(self) -> None:
         assert self._wake is not None
         interval = max(0.05, self.controller.broker_config.transaction_check_interval / 1000.0)
-        await wait_event(self._wake, min(FIRST_CHECK_DELAY_S, interval))
+        # As Java's service: the first check one interval after start, not at once. After a restart the producers
+        # need that long to connect again; a check that finds none still counts towards transactionCheckMax.
+        await wait_event(self._wake, interval)
         while True:
             self._wake.clear()
             try:
