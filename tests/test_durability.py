@@ -64,7 +64,7 @@ from rocketq.store.clean_service import (
     is_it_time_to_do,
 )
 from rocketq.store.commit_log import PutMessageStatus
-from rocketq.store.message_store import GetMessageStatus, MessageStore
+from rocketq.store.message_store import GetMessageStatus, MessageStore, ReputMessageService
 from rocketq.store.store_config import ASYNC_FLUSH, SYNC_FLUSH, MessageStoreConfig, load_broker_conf
 
 WRITER = Path(__file__).with_name("durability_writer.py")
@@ -502,6 +502,69 @@ def test_zeroed_page_ends_the_valid_data(tmp_path: Path) -> None:
         first_hit = min(r.wrote_offset for r in in_last if r.wrote_offset + r.wrote_bytes > last_file + page)
         assert cut == first_hit
         _consistent(store, sum(1 for r in results if r.wrote_offset < cut))
+
+
+def test_dispatch_skips_an_unreadable_record_to_the_end_of_its_file_as_a_master_does(tmp_path: Path) -> None:
+    """Consume queues deleted (to have them rebuilt) and the BLANK at the end of the second commit-log file zeroed:
+    normal recovery CRC-checks only the last files, so dispatch meets the damage. As 4.9.4's doReput on a master, it
+    goes on from the end of that file's data: every message is served (it stopped there for good, and start() waited
+    an hour for it)."""
+    results = _fill(tmp_path / "s", n=600, size=750)
+    file_size = 64 * 1024
+    second = [r for r in results if r.wrote_offset // file_size == 1]
+    blank = max(r.wrote_offset + r.wrote_bytes for r in second)
+    assert blank % file_size <= file_size - 8  # a BLANK record ends that file
+    shutil.rmtree(tmp_path / "s" / "consumequeue")
+    with open(tmp_path / "s" / "commitlog" / f"{file_size:020d}", "r+b") as fh:
+        fh.seek(blank % file_size)
+        fh.write(bytes(8))
+    store = MessageStore(small_config(tmp_path / "s"))
+    store.load()
+    try:  # one dispatch pass by hand (start() would wait for it without end, were it to stop at the damage)
+        reput = ReputMessageService(store, 0)
+        assert reput.do_reput() and reput.reput_from_offset == store.commit_log.get_max_offset()
+    finally:
+        store.close()
+    with MessageStore(small_config(tmp_path / "s")) as store:
+        assert store.dispatch_behind_bytes() == 0
+        _consistent(store, 600)
+
+
+def test_a_zeroed_first_unit_of_a_last_consume_queue_file_keeps_the_units_behind_it(tmp_path: Path) -> None:
+    """Normal recovery, a queue whose last consume-queue file begins with a zeroed unit, and another queue that ends
+    where the commit log ends (so the dirty units are truncated): as 4.9.4's truncateDirtyLogicFiles, the first unit
+    is kept whatever it holds and the valid units behind it too. Before, they were lost, and the next put to that
+    queue took a queue offset a stored record already had."""
+    cfg = small_config(tmp_path / "s", mapped_file_size_consume_queue=200)  # 10 units a file
+    with MessageStore(cfg) as store:
+        for i in range(61):  # T/0: 31 units, T/1: 30; the last record is T/0's
+            assert store.put_message(Message("T", b"x" * 100, 0, {"KEYS": f"k{i}"}), i % 2).ok
+        assert store.wait_dispatched()
+    last = sorted((tmp_path / "s" / "consumequeue" / "T" / "1").iterdir())[-1]  # units 20..29
+    with open(last, "r+b") as fh:
+        fh.write(bytes(20))
+    with MessageStore(cfg) as store:
+        assert store.get_max_offset_in_queue("T", 1) == 30
+        got = store.get_message("g", "T", 1, 21, 32)
+        assert got.status is GetMessageStatus.FOUND and got.message_count == 9
+        assert store.put_message(Message("T", b"y", 0, {}), 1).logics_offset == 30
+        assert last.read_bytes()[:20] == bytes(20)  # (the zero unit stays: a hole in the queue, as in Java)
+
+
+def test_an_empty_body_is_not_crc_checked(tmp_path: Path) -> None:
+    """checkMessageAndReturnSize checks the body CRC only when there is a body: a record with an empty body and a
+    non-zero BODYCRC field is kept by recovery, as RocketMQ keeps it (it cut the commit log there)."""
+    with MessageStore(small_config(tmp_path / "s")) as store:
+        empty = store.put_message(Message("E", b"", 0, {}), 0)
+        after = store.put_message(Message("E", b"after", 0, {}), 0)
+        assert empty.ok and after.ok
+    with open(tmp_path / "s" / "commitlog" / f"{0:020d}", "r+b") as fh:
+        fh.seek(empty.wrote_offset + 8)  # BODYCRC
+        fh.write((12345).to_bytes(4, "big"))
+    (tmp_path / "s" / "abort").touch()  # abnormal recovery: every record CRC-checked
+    with MessageStore(small_config(tmp_path / "s")) as store:
+        assert store.recovered_offset == after.wrote_offset + after.wrote_bytes
+        assert store.get_max_offset_in_queue("E", 0) == 2
 
 
 def test_deleted_consume_queue_and_index_files_are_rebuilt(tmp_path: Path) -> None:
@@ -965,6 +1028,15 @@ def _aged(root: Path, hours: float) -> None:
     old = time.time() - hours * 3600
     for p in (root / "commitlog").iterdir():
         os.utime(p, (old, old))
+
+
+def test_disk_max_used_space_ratio_is_kept_within_10_and_95_percent(tmp_path: Path) -> None:
+    """MessageStoreConfig.getDiskMaxUsedSpaceRatio: a setting of 5 (%) acts as 10, one of 99 as 95."""
+    for setting, usage, expect in [(5, 0.08, False), (5, 0.11, True), (99, 0.96, True), (99, 0.94, False)]:
+        with MessageStore(small_config(tmp_path / f"s{setting}{usage}", disk_max_used_space_ratio=setting)) as store:
+            cleaner = store.services.clean.commit_log_cleaner
+            cleaner.disk_usage = lambda _p, u=usage: u  # type: ignore[misc]
+            assert cleaner.is_space_to_delete() is expect, (setting, usage)
 
 
 def test_retention_deletes_expired_files_at_delete_when_and_everything_below_them(tmp_path: Path) -> None:

@@ -163,7 +163,8 @@ class CleanCommitLogService:
     def is_space_to_delete(self) -> bool:
         """``isSpaceToDelete``: usage above ``diskMaxUsedSpaceRatio`` (and the disk-full flags updated)."""
         self.clean_immediately = False
-        limit = self.store.config.disk_max_used_space_ratio / 100.0
+        # MessageStoreConfig.getDiskMaxUsedSpaceRatio keeps the setting within 10 and 95 (%).
+        limit = min(95, max(10, self.store.config.disk_max_used_space_ratio)) / 100.0
         cfg = self.store.config
         physic, full = self._check_partition(cfg.commit_log_path if cfg.commit_log_path.exists() else cfg.root)
         if full:

@@ -18,6 +18,7 @@ for the dispatcher, not a SIGBUS on a hole of the mapping.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -66,6 +67,11 @@ def _scan_units(read: Callable[[int, int], np.ndarray], total: int, below: int |
         start += k
         step = min(2 * step, _SCAN_MAX_UNITS)
     return total, last_end
+
+
+def _shifted(read: Callable[[int, int], np.ndarray], first: int, count: int) -> np.ndarray:
+    """*read* from the unit after *first*: a file's units but its first."""
+    return read(first + 1, count)
 
 
 @dataclass(slots=True)
@@ -129,7 +135,13 @@ class ConsumeQueue:
         return read
 
     def _truncate_files(self, logic_offset: int) -> None:
+        # The bytes past the end stay until recovery is done (zero_stale_tail): truncate_dirty_logic_files, as
+        # Java's, may take units back from behind a first unit that is not valid.
         self.queue.truncate_dirty_files(logic_offset)
+
+    def zero_stale_tail(self) -> None:
+        """After recovery: zero what lies past the last file's end, so that no reader (RocketMQ's recovery of the
+        store, say) takes stale units there for its own."""
         last = self.queue.last()
         if last is not None and not self.queue.read_only:
             last.zero_tail(last.wrote_position)
@@ -178,10 +190,15 @@ class ConsumeQueue:
                 self.queue.delete_last_mapped_file()
                 continue
             keep, end = _scan_units(read, per_file, phy_offset)
-            if keep == 0:  # as Java: a file's first unit is kept whatever it holds, and its end noted
-                keep = 1
+            if keep == 0:
+                # As Java: a file's first unit is kept whatever it holds, and its end noted; the valid units after
+                # it are kept too (recover() stopped at it, but left them in place).
                 if int(first[0]["size"]) != FILLER_SIZE:
                     end = int(first[0]["phys"]) + int(first[0]["size"])
+                more, more_end = _scan_units(functools.partial(_shifted, read), per_file - 1, phy_offset)
+                keep = 1 + more
+                if more_end >= 0:
+                    end = more_end
             self.max_physic_offset = end
             pos = keep * CQ_STORE_UNIT_SIZE
             mf.set_positions(pos)

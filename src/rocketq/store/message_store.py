@@ -404,12 +404,35 @@ class ReputMessageService:
                 dispatch_batch(batch)
                 left -= len(batch.topic)
             if new_offset == offset:
-                break  # a record that cannot be read: stop this round, as RocketMQ does
+                skip_to = self._skip_unreadable(offset)
+                if skip_to is None:
+                    break  # nothing readable there yet (or a slave, whose master's log goes on later)
+                new_offset = skip_to
             self.reput_from_offset = new_offset
         self._rows = rows[k:]
         with self._caught_up:
             self._caught_up.notify_all()
         return caught_up
+
+    def _skip_unreadable(self, offset: int) -> int | None:
+        """Where dispatch goes on after a record at *offset* that cannot be read (a zeroed page, a damaged BLANK):
+        the end of that file's readable data, as ``doReput`` does on a master (its log is complete: what cannot be
+        read will never become readable, and stopping there would leave everything after it undispatched, for
+        good). None where it stays: nothing readable past *offset* yet, or a slave, whose copy may end inside a
+        record its master sends the rest of."""
+        store = self.store
+        if store._slave:
+            return None
+        found = store.commit_log.get_data(offset)
+        if found is None:
+            return None
+        mf, _pos = found
+        end = mf.file_from_offset + mf.read_position()
+        if end <= offset:
+            return None
+        _log.error("dispatch cannot read the record at commit-log offset %d: skipping %d bytes to %d, the end of "
+                   "what %s holds", offset, end - offset, end, mf.path.name)  # fmt: skip
+        return end
 
     def wait_caught_up(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -589,6 +612,8 @@ class MessageStore:
                                                      progress, report, self._record_offsets_from)  # fmt: skip
         self.recovered_offset = end
         report.recovered_offset = end
+        for cq in self.consume_queues():
+            cq.zero_stale_tail()
         self._recover_topic_queue_table()
         report.seconds += time.perf_counter() - started
 

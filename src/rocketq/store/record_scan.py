@@ -252,8 +252,8 @@ def _first_crc_mismatch(mm: mmap.mmap, body_pos: np.ndarray, body_len: np.ndarra
     """Index of the first record whose body CRC is wrong, or len when there is none.
 
     The CRCs are computed by a chain of ``map`` calls (no bytecode per record) and
-    compared with numpy. An empty body has CRC 0 (``UtilAll.crc32``), which is also
-    what ``zlib.crc32`` gives for no bytes.
+    compared with numpy. An empty body's CRC is not checked, as ``checkMessageAndReturnSize``
+    checks only ``bodyLen > 0`` (its field should be 0, which ``zlib.crc32`` gives for no bytes).
     """
     n = len(body_pos)
     if n == 0:
@@ -262,7 +262,7 @@ def _first_crc_mismatch(mm: mmap.mmap, body_pos: np.ndarray, body_len: np.ndarra
     ends = (body_pos + np.maximum(body_len, 0)).tolist()
     with memoryview(mm) as view:
         crcs = np.fromiter(map(zlib.crc32, map(view.__getitem__, map(slice, starts, ends))), dtype=np.int64, count=n)
-    bad = (crcs & 0x7FFFFFFF) != body_crc
+    bad = ((crcs & 0x7FFFFFFF) != body_crc) & (body_len > 0)
     return int(np.argmax(bad)) if bool(bad.any()) else n
 
 
