@@ -1030,6 +1030,17 @@ def _aged(root: Path, hours: float) -> None:
         os.utime(p, (old, old))
 
 
+def test_a_store_path_not_made_yet_is_measured_on_its_partition(tmp_path: Path) -> None:
+    """Before the first put there is no ``commitlog`` directory (Java makes it at start): its partition's use is
+    that of its nearest existing parent, not -1 (mqadmin clusterList showed #SPACE -1.0000 for a new broker)."""
+    from rocketq.store.clean_service import store_path_used_ratio
+
+    made = disk_partition_used_ratio(tmp_path)
+    assert 0.0 <= made <= 1.0
+    assert store_path_used_ratio(tmp_path / "store" / "commitlog", tmp_path) == made
+    assert disk_partition_used_ratio(tmp_path / "store" / "commitlog") == -1  # (the Java function's own answer)
+
+
 def test_disk_max_used_space_ratio_is_kept_within_10_and_95_percent(tmp_path: Path) -> None:
     """MessageStoreConfig.getDiskMaxUsedSpaceRatio: a setting of 5 (%) acts as 10, one of 99 as 95."""
     for setting, usage, expect in [(5, 0.08, False), (5, 0.11, True), (99, 0.96, True), (99, 0.94, False)]:

@@ -58,7 +58,7 @@ from rocketq.remoting.codes import CURRENT_VERSION, LanguageCode, MQVersion, Req
 from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
 from rocketq.remoting.errors import RemotingError, RemotingTimeoutError
 from rocketq.remoting.transport import RemotingConnection
-from rocketq.store.clean_service import disk_partition_used_ratio
+from rocketq.store.clean_service import store_path_used_ratio
 from rocketq.store.commit_log import PutMessageStatus
 from rocketq.store.config_json import SubscriptionGroupConfig, TopicConfig
 from rocketq.store.store_config import parse_properties
@@ -492,8 +492,9 @@ class AdminBrokerProcessor:
             "getTotalTps": stats.tps_string("get"),
             "getFoundTps": stats.tps_string("get"),
             "getMissTps": "0.0 0.0 0.0",
-            "commitLogDiskRatio": json_compat.java_double_str(disk_partition_used_ratio(cfg.commit_log_path)),
-            "consumeQueueDiskRatio": json_compat.java_double_str(disk_partition_used_ratio(cfg.consume_queue_path)),
+            "commitLogDiskRatio": json_compat.java_double_str(store_path_used_ratio(cfg.commit_log_path, cfg.root)),
+            "consumeQueueDiskRatio": json_compat.java_double_str(store_path_used_ratio(cfg.consume_queue_path,
+                                                                                      cfg.root)),
             "commitLogMinOffset": str(store.get_min_phy_offset()),
             "commitLogMaxOffset": str(store.get_max_phy_offset()),
             "brokerRole": ctl.broker_config.broker_role,

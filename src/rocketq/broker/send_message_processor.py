@@ -68,7 +68,7 @@ from rocketq.remoting.command import (
     plain_json_text,
 )
 from rocketq.remoting.transport import RemotingConnection, parse_address
-from rocketq.store.clean_service import disk_partition_used_ratio
+from rocketq.store.clean_service import store_path_used_ratio
 from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
 from rocketq.store.config_json import TopicConfig
 
@@ -436,8 +436,8 @@ class SendMessageProcessor:
     def _disk_util(self) -> str:
         """``diskUtil``: the used fraction of each store path's partition (``getDiskPartitionSpaceUsedPercent``)."""
         cfg = self.controller.store_config
-        cl, cq, index = (disk_partition_used_ratio(p) for p in (cfg.commit_log_path, cfg.consume_queue_path,
-                                                                 cfg.index_path))  # fmt: skip
+        cl, cq, index = (store_path_used_ratio(p, cfg.root) for p in (cfg.commit_log_path, cfg.consume_queue_path,
+                                                                       cfg.index_path))  # fmt: skip
         return f"CL: {cl:5.2f} CQ: {cq:5.2f} INDEX: {index:5.2f}"
 
     # --- send back ------------------------------------------------------------------------------------

@@ -82,6 +82,12 @@ def disk_partition_used_ratio(path: str | os.PathLike[str]) -> float:
     return pct / 100.0
 
 
+def store_path_used_ratio(path: Path, root: Path) -> float:
+    """:func:`disk_partition_used_ratio` of a store path, measured at the store's root while the path is not made
+    yet (``commitlog`` before the first put; Java makes its paths at start): the same partition, not -1."""
+    return disk_partition_used_ratio(path if path.exists() else root)
+
+
 def is_it_time_to_do(when: str, hour: int) -> bool:
     """``UtilAll.isItTimeToDo``: is *hour* one of the ``;``-separated hours in *when*?"""
     for item in when.split(";"):
@@ -146,8 +152,9 @@ class CleanCommitLogService:
         return count
 
     def _check_partition(self, path: Path) -> tuple[float, bool]:
-        """Usage of *path*'s partition and whether it crossed the warning level (flags updated)."""
-        ratio = self.disk_usage(path)
+        """Usage of store path *path*'s partition (at the root while the path is not made yet: see
+        :func:`store_path_used_ratio`) and whether it crossed the warning level (flags updated)."""
+        ratio = self.disk_usage(path if path.exists() else self.store.config.root)
         flags = self.store.running_flags
         if ratio > self.disk_space_warning_level_ratio():
             if flags.get_and_make_disk_full():
@@ -166,19 +173,18 @@ class CleanCommitLogService:
         # MessageStoreConfig.getDiskMaxUsedSpaceRatio keeps the setting within 10 and 95 (%).
         limit = min(95, max(10, self.store.config.disk_max_used_space_ratio)) / 100.0
         cfg = self.store.config
-        physic, full = self._check_partition(cfg.commit_log_path if cfg.commit_log_path.exists() else cfg.root)
+        physic, full = self._check_partition(cfg.commit_log_path)
         if full:
             return True
         if physic < 0 or physic > limit:
             return True
-        logics_path = cfg.consume_queue_path if cfg.consume_queue_path.exists() else cfg.root
-        logics, full = self._check_partition(logics_path)
+        logics, full = self._check_partition(cfg.consume_queue_path)
         return full or logics < 0 or logics > limit
 
     def is_space_full(self) -> bool:
         """The periodic disk check: mark the store disk-full above the warning level, OK below it."""
         cfg = self.store.config
-        _ratio, full = self._check_partition(cfg.commit_log_path if cfg.commit_log_path.exists() else cfg.root)
+        _ratio, full = self._check_partition(cfg.commit_log_path)
         return full
 
 
