@@ -124,10 +124,7 @@ def test_a_slave_leaves_a_readers_offset_as_asked_unless_offset_check_in_slave(g
 
 def test_a_key_query_answers_in_commit_log_order(tmp_path: Path) -> None:
     """``queryMessage`` sorts the offsets the index gives: the oldest message first, over several index files."""
-    from rocketq.store.store_config import MessageStoreConfig
-
-    cfg = MessageStoreConfig(store_path_root_dir=str(tmp_path), max_hash_slot_num=8, max_index_num=16)
-    with MessageStore(cfg) as store:
+    with MessageStore(small_config(tmp_path, max_hash_slot_num=8, max_index_num=16)) as store:
         offsets = [store.put_message(Message("Q", f"m{i}".encode(), 0, {"KEYS": "dup other"}), 0).wrote_offset
                    for i in range(12)]  # fmt: skip
         assert store.wait_dispatched()

@@ -75,6 +75,7 @@ from rocketq.common.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     REPLY_MESSAGE_FLAG,
+    RESERVED_PROPERTY_NAMES,
     TRANSACTION_PREPARED_TYPE,
     Message,
     MessageExt,
@@ -120,17 +121,6 @@ def _id_generator(ip: str) -> UniqueIdGenerator:
     return gen
 
 
-# MessageConst.STRING_HASH_SET of 4.9.4: the names a user property may not have (new_message's own parameters
-# set TAGS, KEYS, WAIT and DELAY).
-RESERVED_PROPERTY_NAMES = frozenset({
-    "TRACE_ON", "MSG_REGION", "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG",
-    "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG",
-    "MQ2_FLAG", "RECONSUME_TIME", "UNIQ_KEY", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "INSTANCE_ID",
-    "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER", "MSG_TYPE",
-    "INNER_MULTI_QUEUE_OFFSET",
-})  # fmt: skip
-
-
 def new_message(topic: str, body: bytes | str, *, tags: str | None = None, keys: str | Iterable[str] | None = None,
                 properties: dict[str, str] | None = None, flag: int = 0, delay_level: int | None = None,
                 wait_store_ok: bool = True) -> Message:  # fmt: skip
@@ -147,7 +137,8 @@ def new_message(topic: str, body: bytes | str, *, tags: str | None = None, keys:
     for name, value in (properties or {}).items():
         if not isinstance(name, str) or not isinstance(value, str):
             raise InvalidMessageError(f"property {name!r}={value!r}: names and values must be strings")
-        # Java's putUserProperty: a system name would change what the message is; a blank one is lost on the way.
+        # Java's putUserProperty: a system name would change what the message is (TAGS, KEYS, WAIT and DELAY have
+        # parameters of their own); a blank one is lost on the way.
         if name in RESERVED_PROPERTY_NAMES:
             raise InvalidMessageError(f"The Property<{name}> is used by system, input another please")
         if not name.strip() or not value.strip():

@@ -82,10 +82,16 @@ def disk_partition_used_ratio(path: str | os.PathLike[str]) -> float:
     return pct / 100.0
 
 
+def measured_store_path(path: Path, root: Path) -> Path:
+    """Where a store path's partition is measured: the path, or the store's root while the path is not made yet
+    (``commitlog`` before the first put; Java makes its paths at start): the same partition, where the path itself
+    would measure -1."""
+    return path if path.exists() else root
+
+
 def store_path_used_ratio(path: Path, root: Path) -> float:
-    """:func:`disk_partition_used_ratio` of a store path, measured at the store's root while the path is not made
-    yet (``commitlog`` before the first put; Java makes its paths at start): the same partition, not -1."""
-    return disk_partition_used_ratio(path if path.exists() else root)
+    """:func:`disk_partition_used_ratio` of a store path (see :func:`measured_store_path`)."""
+    return disk_partition_used_ratio(measured_store_path(path, root))
 
 
 def is_it_time_to_do(when: str, hour: int) -> bool:
@@ -152,9 +158,9 @@ class CleanCommitLogService:
         return count
 
     def _check_partition(self, path: Path) -> tuple[float, bool]:
-        """Usage of store path *path*'s partition (at the root while the path is not made yet: see
-        :func:`store_path_used_ratio`) and whether it crossed the warning level (flags updated)."""
-        ratio = self.disk_usage(path if path.exists() else self.store.config.root)
+        """Usage of store path *path*'s partition (see :func:`measured_store_path`) and whether it crossed the
+        warning level (flags updated)."""
+        ratio = self.disk_usage(measured_store_path(path, self.store.config.root))
         flags = self.store.running_flags
         if ratio > self.disk_space_warning_level_ratio():
             if flags.get_and_make_disk_full():

@@ -18,7 +18,6 @@ for the dispatcher, not a SIGBUS on a hole of the mapping.
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,13 +41,15 @@ _SCAN_UNITS = 200
 _SCAN_MAX_UNITS = 1 << 16
 
 
-def _scan_units(read: Callable[[int, int], np.ndarray], total: int, below: int | None = None) -> tuple[int, int]:
-    """How many of a file's *total* units, from the first, are valid (``phys`` ≥ 0, ``size`` > 0, and ``phys`` <
-    *below* when given), and where the last of them that is not a filler ends (``phys + size``; -1: none).
+def _scan_units(read: Callable[[int, int], np.ndarray], total: int, below: int | None = None,
+                first: int = 0) -> tuple[int, int]:  # fmt: skip
+    """The index of the first unit not valid (``phys`` ≥ 0, ``size`` > 0, and ``phys`` < *below* when given) of a
+    file of *total* units, looking from unit *first* on (*total* when all are valid: from unit 0, how many are);
+    and where the last valid one that is not a filler ends (``phys + size``; -1: none).
 
     ``read(first, count)`` gives units; they are read in steps that grow from ``_SCAN_UNITS``, no further than
     the step of the first unit that is not valid."""
-    start = 0
+    start = first
     step = _SCAN_UNITS
     last_end = -1
     while start < total:
@@ -67,11 +68,6 @@ def _scan_units(read: Callable[[int, int], np.ndarray], total: int, below: int |
         start += k
         step = min(2 * step, _SCAN_MAX_UNITS)
     return total, last_end
-
-
-def _shifted(read: Callable[[int, int], np.ndarray], first: int, count: int) -> np.ndarray:
-    """*read* from the unit after *first*: a file's units but its first."""
-    return read(first + 1, count)
 
 
 @dataclass(slots=True)
@@ -195,8 +191,7 @@ class ConsumeQueue:
                 # it are kept too (recover() stopped at it, but left them in place).
                 if int(first[0]["size"]) != FILLER_SIZE:
                     end = int(first[0]["phys"]) + int(first[0]["size"])
-                more, more_end = _scan_units(functools.partial(_shifted, read), per_file - 1, phy_offset)
-                keep = 1 + more
+                keep, more_end = _scan_units(read, per_file, phy_offset, first=1)
                 if more_end >= 0:
                     end = more_end
             self.max_physic_offset = end
