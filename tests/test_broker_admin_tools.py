@@ -7,6 +7,7 @@ updateNamesrvConfig."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from broker_support import Recorder, client_of, heartbeat, props, pull_request, run, running_broker, send_v2, settle
@@ -50,6 +51,18 @@ def test_update_broker_config_changes_what_get_broker_config_shows(tmp_path: Pat
             assert broker.store_config.flush_disk_type == "ASYNC_FLUSH"  # a value that does not parse is skipped
             lines = await _config_lines(client)
             assert "fileReservedTime=49" in lines and "checkCRCOnRecover=false" in lines
+            # 4.9.4's settings rocketq does not act on are listed at their defaults and kept when updated;
+            # a value of the wrong kind is skipped
+            cores = os.cpu_count() or 1
+            assert f"pullMessageThreadPoolNums={16 + cores * 2}" in lines and "serverSelectorThreads=3" in lines
+            assert "clientWorkerThreads=4" in lines and "enableConsumeQueueExt=false" in lines
+            assert f"storePathCommitLog={tmp_path / 's' / 'commitlog'}" in lines
+            assert not any(x.endswith("=None") for x in lines)
+            body = b"sendMessageThreadPoolNums=7\ncommercialEnable=FALSE\nserverWorkerThreads=lots\n"
+            r = await client.invoke(create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, body))
+            lines = await _config_lines(client)
+            assert "sendMessageThreadPoolNums=7" in lines and "commercialEnable=false" in lines
+            assert "serverWorkerThreads=8" in lines
             r = await client.invoke(create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=4\n"))
             assert r.code == ResponseCode.SUCCESS and broker.broker_config.broker_permission == 4
 
@@ -247,6 +260,9 @@ def test_name_server_config_get_and_update(tmp_path: Path) -> None:
             lines = (r.body or b"").decode().splitlines()
             assert "orderMessageEnable=true" in lines and "clusterTest=false" in lines
             assert not any(x.startswith("noSuchKey") for x in lines)
+            # NettyServerConfig, as Java's name server lists it, with the port it listens on
+            assert f"listenPort={ctl.port}" in lines and "serverWorkerThreads=8" in lines
+            assert "serverPooledByteBufAllocatorEnable=true" in lines and len(lines) == 20
         finally:
             await client.close()
             await ctl.stop()

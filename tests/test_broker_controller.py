@@ -40,11 +40,17 @@ def test_settings_the_broker_does_not_use_are_named_with_what_they_nearly_spell(
     assert caplog.records == []
     conf.write_text("brokerName=broker-a\nmapedFileSizeCommitLog=1048576\nsendMessageThreadPoolNums=8\n")
     with caplog.at_level("WARNING", logger="rocketq.broker.broker_config"):
-        _broker, store = load_broker_config(conf)
+        broker, store = load_broker_config(conf)
     assert store.mapped_file_size_commit_log == 1 << 30  # ignored, as RocketMQ ignores it
+    # a thread pool of Java's: kept (getBrokerConfig lists it) but not acted on, and said so
+    assert broker.java_only["sendMessageThreadPoolNums"] == "8"
     assert [r.getMessage() for r in caplog.records] == [
-        f"{conf}: settings rocketq does not use, ignored: mapedFileSizeCommitLog (mappedFileSizeCommitLog?), "
+        f"{conf}: unknown settings, ignored: mapedFileSizeCommitLog (mappedFileSizeCommitLog?)",
+        f"{conf}: RocketMQ settings rocketq has no use for (kept for getBrokerConfig, not acted on): "
         "sendMessageThreadPoolNums"]
+    conf.write_text("brokerName=broker-a\nsendMessageThreadPoolNums=eight\n")
+    with pytest.raises(BrokerConfigError, match="sendMessageThreadPoolNums: expected an integer, got 'eight'"):
+        load_broker_config(conf)
 
 
 def test_broker_conf_sets_broker_and_store(tmp_path: Path) -> None:

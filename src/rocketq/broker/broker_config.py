@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.common.errors import RocketqError
+from rocketq.common.java_settings import broker_java_only_settings, parse_like
 from rocketq.store.store_config import PROPERTY_ALIASES, MessageStoreConfig, parse_properties
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BrokerConfig", "BrokerConfigError", "broker_config_from_properties", "load_broker_config",
-           "unused_settings"]
+__all__ = ["BrokerConfig", "BrokerConfigError", "broker_config_from_properties", "java_only_settings_in",
+           "load_broker_config", "unused_settings"]
 
 #: Values BrokerConfig and MessageStoreConfig both hold (attribute names are the same in both).
 SHARED_WITH_STORE = ("broker_ip1", "listen_port", "broker_cluster_name", "auto_create_topic_enable",
@@ -109,6 +110,8 @@ class BrokerConfig:
     # The plain ACL (broker/plain_acl.py): its files are under rocketmqHome/conf (the store root when unset).
     acl_enable: bool = False
     rocketmq_home: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
+    #: 4.9.4's settings rocketq keeps and lists but does not act on (common/java_settings.py), by Java name.
+    java_only: dict[str, str] = field(default_factory=broker_java_only_settings, metadata={"internal": True})
 
     # --- derived -------------------------------------------------------------------------------
     @property
@@ -136,7 +139,8 @@ class BrokerConfig:
     @classmethod
     def property_names(cls) -> dict[str, dataclasses.Field[Any]]:
         """Java property name → field."""
-        return {f.metadata.get("prop", _camel(f.name)): f for f in dataclasses.fields(cls)}
+        return {f.metadata.get("prop", _camel(f.name)): f for f in dataclasses.fields(cls)
+                if not f.metadata.get("internal")}  # fmt: skip
 
     def apply_properties(self, props: dict[str, str]) -> None:
         fields = self.property_names()
@@ -144,6 +148,11 @@ class BrokerConfig:
             f = fields.get(key)
             if f is not None:
                 setattr(self, f.name, _convert(key, raw, f))
+            elif key in self.java_only:
+                try:
+                    self.java_only[key] = parse_like(raw, self.java_only[key])
+                except ValueError as exc:
+                    raise BrokerConfigError(f"{key}: {exc}") from None
 
 
 def _convert(key: str, raw: str, f: dataclasses.Field[Any]) -> Any:
@@ -239,10 +248,11 @@ def unused_settings(props: dict[str, str]) -> list[str]:
     """The keys of *props* that neither the broker's settings nor the store's take, each followed by the setting
     it nearly spells when there is one (``mapedFileSizeCommitLog (mappedFileSizeCommitLog?)``).
 
-    RocketMQ ignores keys it does not know, as rocketq does; saying which were ignored shows a misspelt key, an
-    older name, or a setting of RocketMQ's that rocketq does not use (its thread pools, say)."""
+    RocketMQ ignores keys it does not know, as rocketq does; saying which were ignored shows a misspelt key or an
+    older name. Settings of 4.9.4 that rocketq keeps without acting on are not among them: see
+    :func:`java_only_settings_in`."""
     known = set(BrokerConfig.property_names()) | set(MessageStoreConfig.field_names()) | set(PROPERTY_ALIASES) \
-        | set(_UNBUILT)  # (read: refused when true)
+        | set(_UNBUILT) | set(broker_java_only_settings())  # (_UNBUILT: read, refused when true)
     out = []
     for key in props:
         if key in known:
@@ -250,6 +260,13 @@ def unused_settings(props: dict[str, str]) -> list[str]:
         near = difflib.get_close_matches(key, known, n=1, cutoff=0.85)
         out.append(f"{key} ({near[0]}?)" if near else key)
     return out
+
+
+def java_only_settings_in(props: dict[str, str]) -> list[str]:
+    """The keys of *props* that are 4.9.4 settings rocketq keeps and lists but does not act on (thread pools,
+    Netty buffers, ...)."""
+    java_only = broker_java_only_settings()
+    return [key for key in props if key in java_only and key not in _UNBUILT]
 
 
 def load_broker_config(path: str | os.PathLike[str] | None = None, **overrides: Any
@@ -270,5 +287,9 @@ def load_broker_config(path: str | os.PathLike[str] | None = None, **overrides: 
             raise BrokerConfigError(f"{p}: not a text properties file") from None
         unused = unused_settings(props)
         if unused:
-            log.warning("%s: settings rocketq does not use, ignored: %s", p, ", ".join(unused))
+            log.warning("%s: unknown settings, ignored: %s", p, ", ".join(unused))
+        kept = java_only_settings_in(props)
+        if kept:
+            log.warning("%s: RocketMQ settings rocketq has no use for (kept for getBrokerConfig, not acted on): %s",
+                        p, ", ".join(kept))  # fmt: skip
     return broker_config_from_properties(props, **overrides)

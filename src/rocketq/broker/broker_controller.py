@@ -639,15 +639,18 @@ class BrokerController:
         """Every broker and store setting under its ``broker.conf`` name (GET_BROKER_CONFIG)."""
         props: dict[str, str] = {}
         for name, f in MessageStoreConfig.field_names().items():
-            props[name] = _text(getattr(self.store_config, f.name))
+            value = getattr(self.store_config, f.name)
+            if value is not None:  # Java's Properties leave a null out
+                props[name] = _text(value)
+        props["storePathCommitLog"] = str(self.store_config.commit_log_path)  # the path in use, as Java shows it
         for name, f in BrokerConfig.property_names().items():
             value = getattr(self.broker_config, f.name)
             if value is not None:
                 props[name] = _text(value)
-        # Java settings rocketq has no use for, at their 4.9 values: mqadmin exportConfigs reads them
-        # (and fails with a NullPointerException on a missing one).
-        props.setdefault("filterServerNums", "0")
-        props.setdefault("useTLS", "false")
+        # Java's settings rocketq has no use for, as set or at their 4.9.4 defaults: tools read them (mqadmin
+        # exportConfigs fails with a NullPointerException on a missing one).
+        for name, value in self.broker_config.java_only.items():
+            props.setdefault(name, value)
         return props
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketq.common import json_compat
+from rocketq.common.java_settings import netty_server_settings, parse_like
 from rocketq.namesrv.kv_config_manager import ORDER_TOPIC_CONFIG, KVConfigManager
 from rocketq.namesrv.route_info_manager import DEFAULT_BROKER_TIMEOUT_MS, RouteInfoManager
 from rocketq.remoting.codes import RequestCode, ResponseCode
@@ -41,6 +42,9 @@ class DefaultRequestProcessor:
             "rocketmqHome": os.environ.get("ROCKETMQ_HOME", ""), "kvConfigPath": str(kv.path),
             "configStorePath": str(Path.home() / "namesrv" / "namesrv.properties"), "productEnvName": "center",
             "clusterTest": "false", "orderMessageEnable": "false",
+            # NettyServerConfig, listed and kept as Java's are (common/java_settings.py); the controller sets
+            # listenPort to the port it listens on.
+            "listenPort": "9876", "serverChannelMaxIdleTimeSeconds": "120", **netty_server_settings(),
         }  # fmt: skip
         self.handlers: dict[int, Processor] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
@@ -133,12 +137,10 @@ class DefaultRequestProcessor:
             if key not in self.config:
                 skipped.append(key)
                 continue
-            if key in ("clusterTest", "orderMessageEnable"):
-                if value.strip().lower() not in ("true", "false"):
-                    skipped.append(key)
-                    continue
-                value = value.strip().lower()
-            self.config[key] = value
+            try:
+                self.config[key] = parse_like(value, self.config[key])
+            except ValueError:
+                skipped.append(key)
         return skipped
 
     # --- brokers ---------------------------------------------------------------------------

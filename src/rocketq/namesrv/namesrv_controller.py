@@ -43,6 +43,7 @@ class NamesrvController:
     async def start(self) -> None:
         self.kv.load()
         await self.server.start()
+        self.processor.config["listenPort"] = str(self.port)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan")
         log.info("name server listening on %s", self.address)
 
