@@ -198,6 +198,9 @@ def test_check_back_then_commit_or_rollback(tmp_path: Path) -> None:
             body = decode_records(check.body)[0]
             assert (body.topic, body.queue_id, body.body) == ("Tx", 1, b"commit-on-check")
             assert body.commit_log_offset == renewed.commit_log_offset and body.properties["PGROUP"] == "txg"
+            # as 4.9.4: the stored copy keeps the producer's WAIT, the checked message says false (Java's copy
+            # shares the map it then sets WAIT=false in)
+            assert renewed.properties["WAIT"] == "true" and body.properties["WAIT"] == "false"
             assert decode_offset_message_id(first["msgId"])[1] != renewed.commit_log_offset
             await producer.reply(conn, check, 8)
             await producer.reply(*producer.checks[1], 12)
@@ -235,6 +238,28 @@ def test_unanswered_checks_stop_at_check_max_and_discard(tmp_path: Path) -> None
             await asyncio.sleep(0.6)
             assert len(producer.checks) == 2
             assert broker.store.get_max_offset_in_queue("Tx", 1) == 0
+
+    run(scenario())
+
+
+def test_a_half_message_with_immunity_is_put_back_until_its_time_then_checked(tmp_path: Path) -> None:
+    """``CHECK_IMMUNITY_TIME_IN_SECONDS``: while the message is younger, each check pass puts a copy back that
+    names the first half message's queue offset (``TRAN_PREPARED_QUEUE_OFFSET``), as 4.9.4's
+    ``checkPrepareQueueOffset`` does; its properties string is made again from the map Java shares with the
+    half message, so it says ``WAIT=false``. Once the time is up the producer is asked."""
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", **FAST_CHECKS) as broker, producer_of(broker) as producer:
+            sent = time.monotonic()
+            await producer.send_half(b"immune", CHECK_IMMUNITY_TIME_IN_SECONDS="2")
+            await _until(lambda: broker.store.get_max_offset_in_queue(HALF, 0) >= 2, 5, "a copy put back")
+            assert producer.checks == [] and time.monotonic() - sent < 2
+            first, copy = _read(broker, HALF)[:2]
+            assert first.properties["WAIT"] == "true" and "TRAN_PREPARED_QUEUE_OFFSET" not in first.properties
+            assert copy.body == b"immune" and copy.properties["TRAN_PREPARED_QUEUE_OFFSET"] == "0"
+            assert copy.properties["WAIT"] == "false"
+            await _until(lambda: len(producer.checks) >= 1, 6, "the check once the immunity is over")
+            assert time.monotonic() - sent >= 1.9
+            assert decode_records(producer.checks[0][1].body)[0].body == b"immune"
 
     run(scenario())
 

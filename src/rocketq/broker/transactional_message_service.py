@@ -167,17 +167,23 @@ class TransactionalMessageService:
 
     # --- bridge: writing ------------------------------------------------------------------------------
     def renew_half_message(self, msg: MessageExt) -> MessageExt:
-        """``renewHalfMessageInner``: a copy of a half message for the end of the half queue."""
+        """``renewHalfMessageInner``: a copy of a half message for the end of the half queue.
+
+        Java's copy shares *msg*'s property map and sets ``WAIT=false`` in it after the copy's properties string
+        was made: the stored copy keeps *msg*'s value, while *msg* itself now says false, and so does what is
+        made of it afterwards (the check request's message, an immunity copy). So here too."""
         copy = MessageExt(topic=msg.topic, body=msg.body, flag=msg.flag, queue_id=msg.queue_id, sys_flag=msg.sys_flag,
                           born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=msg.store_host,
                           reconsume_times=msg.reconsume_times)  # fmt: skip
         with_properties(copy, dict(msg.properties))
+        with_properties(msg, {**msg.properties, PROPERTY_WAIT_STORE_MSG_OK: "false"})
         return copy
 
     def renew_immunity_half_message(self, msg: MessageExt) -> MessageExt:
-        """``renewImmunityHalfMessageInner``: the copy remembers the first half message's queue offset."""
+        """``renewImmunityHalfMessageInner``: the copy remembers the first half message's queue offset; its
+        properties string is made again, from the shared map (``WAIT=false``)."""
         copy = self.renew_half_message(msg)
-        props = dict(copy.properties)
+        props = dict(msg.properties)
         props[PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET] = msg.properties.get(
             PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, str(msg.queue_offset))
         with_properties(copy, props)
