@@ -135,6 +135,29 @@ def test_send_errors_carry_java_codes_and_remarks(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_max_message_size_limits_a_body_and_a_batch_as_sent(tmp_path: Path) -> None:
+    """As 4.9.4: ``maxMessageSize`` limits a message's body (the encoder's check), not the record it makes, so a
+    body of exactly the limit is stored; a batch is limited by its size as sent (``checkMessages``), not by its
+    messages one by one."""
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", maxMessageSize="1024") as broker, client_of(broker) as client:
+            p = props(TAGS="t", KEYS="k" * 50)
+            assert (await client.invoke(send_v2("M", b"x" * 1024, properties=p))).code == ResponseCode.SUCCESS
+            r = await client.invoke(send_v2("M", b"x" * 1025, properties=p))
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL and "body of 1025 bytes" in (r.remark or "")
+            items = [Message("M", b"y" * 400, 0, {"KEYS": f"b{i}"}) for i in range(3)]
+            two, three = encode_batch_body(items[:2]), encode_batch_body(items)
+            assert len(two) <= 1024 < len(three)
+            ok = await client.invoke(send_v2("M", two, code=RequestCode.SEND_BATCH_MESSAGE, m=True))
+            assert ok.code == ResponseCode.SUCCESS
+            r = await client.invoke(send_v2("M", three, code=RequestCode.SEND_BATCH_MESSAGE, m=True))
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL and f"batch of {len(three)} bytes" in (r.remark or "")
+            await settle(broker)
+            assert broker.store.get_max_offset_in_queue("M", 0) == 3
+
+    run(scenario())
+
+
 def test_a_queue_past_the_write_queues_but_not_the_read_ones_takes_sends(tmp_path: Path) -> None:
     """As 4.9.4's msgCheck (and its store, which checks no queue count): a send is refused only at or past the
     greater of the read and write queue counts. A producer whose route is a moment old, while a topic's write queues

@@ -16,7 +16,7 @@ from conftest import copy_store, load_json
 from rocketq.common.codec import BLANK_MAGIC_CODE, decode_record, read_size_and_magic
 from rocketq.common.errors import StoreError
 from rocketq.common.javacompat import java_string_hash
-from rocketq.common.message import TRANSACTION_PREPARED_TYPE, Message, MessageExt
+from rocketq.common.message import TRANSACTION_PREPARED_TYPE, Message, MessageExt, properties_to_string
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
 from rocketq.store import message_store
 from rocketq.store.commit_log import PutMessageStatus
@@ -328,6 +328,24 @@ def test_bad_input_writes_nothing(tmp_path: Path, msg: Message, queue: int, stat
         assert r.status is status and r.error
         assert store.get_max_phy_offset() == before
         assert store.put_message(Message("Known", b"after"), 1).ok
+
+
+def test_max_message_size_limits_a_body_and_a_batch_as_a_producer_sends_it(tmp_path: Path) -> None:
+    """4.9.4's encoder checks the body, not the record (a body of exactly maxMessageSize is stored, in a record
+    larger than that); a batch is held to its size as a producer encodes it (22 bytes a message, the bodies,
+    the properties), not to its largest message."""
+    with MessageStore(small_config(tmp_path / "s", max_message_size=400)) as store:
+        assert store.put_message(Message("M", b"x" * 400, 0, {"KEYS": "k"}), 0).ok
+        r = store.put_message(Message("M", b"x" * 401), 0)
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and "body of 401 bytes" in r.error
+        end = store.get_max_phy_offset()
+        three = [store.to_message_ext(Message("M", b"y" * 50, 0, {"KEYS": f"k{i}"}), 0) for i in range(3)]
+        sent = [22 + 50 + len(properties_to_string(m.properties).encode()) for m in three]
+        assert sum(sent[:2]) <= 400 < sum(sent)
+        r = store.put_messages(three, 0)
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and f"batch of {sum(sent)} bytes" in r.error
+        assert store.get_max_phy_offset() == end
+        assert store.put_messages(three[:2], 0).ok  # records of more than 400 bytes together
 
 
 def test_record_larger_than_a_file_is_refused(tmp_path: Path) -> None:

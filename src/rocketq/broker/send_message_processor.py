@@ -369,7 +369,8 @@ class SendMessageProcessor:
         stored = join_batch_properties_column(entry_raws, encode_utf8_java(properties_to_string(
             hashmap_ordered(batch_props))))  # fmt: skip
         batch = MessageExtBatch(topic, queue_id, flags, bodies, stored, properties_of_bytes(stored), sys_flag,
-                                header.born_timestamp, born_host_of(conn), ctl.store_host, header.reconsume_times or 0)
+                                header.born_timestamp, born_host_of(conn), ctl.store_host, header.reconsume_times or 0,
+                                sent_size=len(request.body or b""))
         return self._answer(ctl.put_messages_now(batch), request, queue_id, None)
 
     # --- result ---------------------------------------------------------------------------------------

@@ -236,6 +236,17 @@ class MessageExtBatch:
     born_host: HostPort = ("127.0.0.1", 0)
     store_host: HostPort = ("127.0.0.1", 0)
     reconsume_times: int = 0
+    #: The length of the batch as its producer sent it (the request body), which ``maxMessageSize`` limits;
+    #: -1: worked out from the columns (:meth:`wire_size`).
+    sent_size: int = -1
 
     def __len__(self) -> int:
         return len(self.bodies)
+
+    def wire_size(self) -> int:
+        """The batch's length as a producer encodes it (``MessageDecoder.encodeMessages``: per message 20 bytes
+        of header, the body, 2 bytes of property length and the properties): what 4.9.4 holds against
+        ``maxMessageSize``."""
+        if self.sent_size >= 0:
+            return self.sent_size
+        return 22 * len(self.bodies) + sum(map(len, self.bodies)) + sum(map(len, self.properties_bytes))

@@ -1068,9 +1068,9 @@ class MessageStore:
             reconsume_times,
         )  # fmt: skip
 
-    def _validate(self, topic: str, queue_id: int, largest: int) -> PutMessageResult | None:
-        """Why messages of one queue, the largest body *largest* bytes long, cannot be put now
-        (``checkStoreStatus`` + ``checkMessage``), or None."""
+    def _validate(self, topic: str, queue_id: int) -> PutMessageResult | None:
+        """Why messages of one queue cannot be put now (``checkStoreStatus`` + ``checkMessage``), or None. The
+        commit log holds them against ``maxMessageSize`` (a message's body, a batch's size as sent)."""
         if self.read_only or self._closed:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is not open for writing")
         if self._slave:
@@ -1090,10 +1090,6 @@ class MessageStore:
             self._ensure_topic(topic, queue_id)
             if len(self._checked_queues) < 100_000:
                 self._checked_queues[key] = self.topic_config_manager.get(topic)
-        limit = self.config.max_message_size
-        if largest > limit:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    error=f"body of {largest} bytes exceeds maxMessageSize {limit}")  # fmt: skip
         return None
 
     def _append(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
@@ -1102,7 +1098,7 @@ class MessageStore:
             msg = self.to_message_ext(msg, queue_id or 0)
         elif queue_id is not None:
             msg.queue_id = queue_id
-        bad = self._validate(msg.topic, msg.queue_id, len(msg.body or b""))
+        bad = self._validate(msg.topic, msg.queue_id)
         if bad is not None:
             return bad
         return self.commit_log.put_message(msg)
@@ -1131,7 +1127,7 @@ class MessageStore:
                                         error="batch messages cannot be transactional")  # fmt: skip
             if _GET_DELAY(m.properties) not in _NO_DELAY:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be delayed")
-        bad = self._validate(topic, qid, max(len(m.body or b"") for m in exts))
+        bad = self._validate(topic, qid)
         if bad is not None:
             return bad
         return self.commit_log.put_messages(exts)
@@ -1146,7 +1142,7 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be transactional")
         if not set(map(_GET_DELAY, batch.properties)) <= _NO_DELAY:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error="batch messages cannot be delayed")
-        bad = self._validate(batch.topic, batch.queue_id, max(map(len, batch.bodies)))
+        bad = self._validate(batch.topic, batch.queue_id)
         if bad is not None:
             return bad
         return self.commit_log.put_message_batch(batch)
