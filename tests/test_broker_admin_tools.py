@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
+
+import pytest
 
 from broker_support import Recorder, client_of, heartbeat, props, pull_request, run, running_broker, send_v2, settle
 from rocketq.broker.broker_stats import KeyedStats
@@ -277,41 +280,51 @@ def test_view_broker_stats_data_counts_puts_by_topic_and_gets_by_group(tmp_path:
             await settle(broker)
         # a restarted broker counts what is put from then on (statsAll's InMsg24Hour, exportMetrics)
         async with running_broker(tmp_path / "s") as broker, client_of(broker) as client:
-            for i in range(4):
-                await client.invoke(send_v2("T", f"m{i}".encode(), queue_id=i % 2))
-            await settle(broker)
 
             def view(name: str, key: str) -> RemotingCommand:
                 return create_request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
 
+            r = await client.invoke(view("TOPIC_PUT_NUMS", "T"))  # nothing put since start: no stats yet
+            assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <TOPIC_PUT_NUMS> <T> not exist")
+            for i in range(4):
+                await client.invoke(send_v2("T", f"m{i}".encode(), queue_id=i % 2))
+            await settle(broker)
+            broker._sample_stats(time.monotonic() + 10)  # the controller's, as the minute's first snapshot is due
             r = await client.invoke(view("TOPIC_PUT_NUMS", "T"))
             body = json_compat.loads(r.body)
             assert r.code == ResponseCode.SUCCESS
-            assert [body[k]["sum"] for k in ("statsMinute", "statsHour", "statsDay")] == [4, 4, 4]
-            assert body["statsMinute"]["tps"] > 0
+            # as Java: the minute's first snapshot came, the hour's and the day's not yet
+            assert [body[k]["sum"] for k in ("statsMinute", "statsHour", "statsDay")] == [4, 0, 0]
+            assert body["statsMinute"]["tps"] == pytest.approx(0.4)
             pulled = await client.invoke(pull_request("CG", "T", 0, 0))
             assert pulled.code == ResponseCode.SUCCESS
+            broker.group_get_stats.sample(time.monotonic() + 20)  # the minute's next snapshot
             body = json_compat.loads((await client.invoke(view("GROUP_GET_NUMS", "T@CG"))).body)
-            assert body["statsDay"]["sum"] == 3  # "before" and two of the new ones are in queue 0
+            assert body["statsMinute"]["sum"] == 3  # "before" and two of the new ones are in queue 0
             r = await client.invoke(view("GROUP_GET_NUMS", "T@Nobody"))
             assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <GROUP_GET_NUMS> <T@Nobody> not exist")
 
     run(scenario())
 
 
-def test_keyed_stats_windows() -> None:
-    stats = KeyedStats({"T": 10}, now=0.0)
+def test_keyed_stats_windows_as_java_samples_them() -> None:
+    """4.9.4's StatsItem: per window, snapshots on its own schedule from start, a 0 snapshot an interval before
+    a key's first; sum = last - first snapshot, TPS over their time apart; 7, 7 and 25 snapshots kept."""
+    stats = KeyedStats({"T": 10, "Old": 3}, now=-9.0)  # the start's sampling found nothing to sample
     stats.add("T", 5)
-    stats.sample(now=30.0)
+    assert not stats.exists("Old") and stats.exists("T")
+    stats.sample(now=-4.0)
+    assert stats.snapshot("T") == [(0, 0.0)] * 3  # counted, no snapshot due yet
+    stats.sample(now=1.0)  # the minute's first after the start
+    assert stats.snapshot("T") == [(5, 5 / 10), (0, 0.0), (0, 0.0)]
     stats.add("T", 5)
-    (m_sum, m_tps), (h_sum, _), (d_sum, _) = stats.snapshot("T", now=50.0)
-    assert (m_sum, h_sum, d_sum) == (10, 10, 10) and m_tps == 10 / 50
-    for t in range(40, 200, 10):
+    for t in range(11, 602, 5):  # the controller calls every 5 s
+        if t == 591:
+            stats.add("T", 6)
         stats.sample(now=float(t))
-    stats.add("T", 6)
-    (m_sum, m_tps), (h_sum, _), _ = stats.snapshot("T", now=200.0)
-    assert m_sum == 6 and m_tps == 6 / 60  # only the last minute's samples remain in that window
-    assert h_sum == 16
+    (m_sum, m_tps), (h_sum, h_tps), (d_sum, _) = stats.snapshot("T")
+    assert (m_sum, m_tps) == (6, 6 / 60)  # the last 7 minute snapshots: 16 at 591 and 601, 10 before
+    assert (h_sum, h_tps) == (16, 16 / 600) and d_sum == 0  # the hour's first at 591, the day's not yet
 
 
 def test_consume_stats_carry_the_groups_consume_tps(tmp_path: Path) -> None:
@@ -331,16 +344,15 @@ def test_consume_stats_carry_the_groups_consume_tps(tmp_path: Path) -> None:
                 return {"consumerGroup": "CG", **header}
 
             def tps(topic: str) -> float:
-                return broker.group_get_stats.snapshot(f"{topic}@CG")[0][1]  # falls as time passes
+                return broker.group_get_stats.snapshot(f"{topic}@CG")[0][1]
 
-            before = tps("T") + tps("U")
+            broker.group_get_stats.sample(time.monotonic() + 10)  # the first snapshot after the gets
             r = await client.invoke(create_request(RequestCode.GET_CONSUME_STATS, stats()))
             body = json_compat.loads(r.body)
-            assert 0 < tps("T") + tps("U") <= body["consumeTps"] <= before
+            assert body["consumeTps"] == pytest.approx(tps("T") + tps("U")) == pytest.approx((6 + 6) / 10)
             assert len(body["offsetTable"]) == 8  # 4 queues each of T and U
-            before = tps("U")
             r = await client.invoke(create_request(RequestCode.GET_CONSUME_STATS, stats(topic="U")))
-            assert 0 < tps("U") <= json_compat.loads(r.body)["consumeTps"] <= before
+            assert json_compat.loads(r.body)["consumeTps"] == pytest.approx(tps("U")) == pytest.approx(0.6)
             r = await client.invoke(create_request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "Nobody"}))
             assert json_compat.loads(r.body)["consumeTps"] == 0
 

@@ -643,14 +643,14 @@ class AdminBrokerProcessor:
 
     def view_broker_stats_data(self, conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """VIEW_BROKER_STATS_DATA (mqadmin statsAll, exportMetrics): sum and TPS of the last minute, hour and
-        day of TOPIC_PUT_NUMS (key: topic) or GROUP_GET_NUMS (key: topic@group); other stats are not kept."""
+        day of TOPIC_PUT_NUMS (key: topic) or GROUP_GET_NUMS (key: topic@group), for a key that has counted
+        something since start (Java has no stats item before); other stats are not kept."""
         ctl = self.controller
         h = request.header
         name, key = h.get_str("statsName"), h.get_str("statsKey")
-        if name == "TOPIC_PUT_NUMS" and ctl.topic_config_manager.select_topic_config(key) is not None:
+        if name == "TOPIC_PUT_NUMS" and ctl.topic_put_stats.exists(key):
             stats = ctl.topic_put_stats
-            stats.totals[key] = ctl.topic_put_total(key)
-        elif name == "GROUP_GET_NUMS" and key in ctl.group_get_stats.totals:
+        elif name == "GROUP_GET_NUMS" and ctl.group_get_stats.exists(key):
             stats = ctl.group_get_stats
         else:
             return make_response_for(request, ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")

@@ -424,11 +424,13 @@ class BrokerController:
         if self.grpc_service is not None:
             self.grpc_service.expire_idle_clients(self.broker_config.server_channel_max_idle_time_seconds or 120)
 
-    def _sample_stats(self) -> None:
-        self.stats.sample()
+    def _sample_stats(self, now: float | None = None) -> None:
+        """Every few seconds: the broker's TPS samples and the snapshots of the keyed stats that are due
+        (*now*: a ``time.monotonic()`` value, for tests)."""
+        self.stats.sample(now)
         self.topic_put_stats.totals = self.topic_put_totals()
-        self.topic_put_stats.sample()
-        self.group_get_stats.sample()
+        self.topic_put_stats.sample(now)
+        self.group_get_stats.sample(now)
 
     def topic_put_totals(self) -> dict[str, int]:
         """Messages each topic's consume queues hold up to now (their max offsets): puts are counted here, at

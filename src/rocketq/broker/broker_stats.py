@@ -70,41 +70,63 @@ class BrokerStats:
 class KeyedStats:
     """Message counts per key, as ``BrokerStatsManager``'s stats items (``TOPIC_PUT_NUMS`` by topic,
     ``GROUP_GET_NUMS`` by ``topic@group``) that VIEW_BROKER_STATS_DATA reports: the sum and TPS of the last
-    minute, hour and day.
+    minute, hour and day, worked out as 4.9.4's ``StatsItem`` works them out.
 
-    Totals are kept since start; :meth:`sample` records them (every call for the minute, every 10 min for the
-    hour, every hour for the day, as Java samples), and a window's sum is the total now less the total at
-    the oldest sample inside it. Before a window has filled, it covers the time since start.
+    Each window keeps, per key, snapshots of the key's count taken on its own schedule from the broker's start
+    (every 10 s for the minute, 10 min for the hour, an hour for the day; the last 7, 7 and 25 of them); the
+    first snapshot of a key that has come since is preceded by one of 0 an interval earlier. A window's sum is
+    its last snapshot less its first, its TPS that over their time apart. So, as in Java, a count shows up at
+    the next snapshot, and the hour and the day show nothing until their first snapshot after a key's first
+    message. A key exists (has stats) once it has counted something since start; ``totals`` may start above 0
+    (counts the broker held before it started are not its to report).
     """
 
-    #: (window in seconds, least gap between two samples of it)
-    _WINDOWS = ((60.0, 0.0), (3600.0, 600.0), (86400.0, 3600.0))
+    #: (interval between two snapshots in seconds, snapshots kept): samplingInSeconds, InMinutes, InHour
+    _WINDOWS = ((10.0, 7), (600.0, 7), (3600.0, 25))
 
     def __init__(self, totals: dict[str, int] | None = None, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
         self.totals: dict[str, int] = dict(totals or {})
-        self._samples: tuple[deque[tuple[float, dict[str, int]]], ...] = tuple(deque() for _ in self._WINDOWS)
-        self.sample(now)
+        self._base = dict(self.totals)
+        self._snapshots: tuple[dict[str, deque[tuple[float, int]]], ...] = tuple({} for _ in self._WINDOWS)
+        # Java's sampling tasks first run as the broker starts, when no key has counted anything yet
+        self._due = [now + interval for interval, _keep in self._WINDOWS]
 
     def add(self, key: str, n: int = 1) -> None:
         self.totals[key] = self.totals.get(key, 0) + n
 
-    def sample(self, now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        for (window, gap), samples in zip(self._WINDOWS, self._samples, strict=True):
-            if not samples or now - samples[-1][0] >= gap:
-                samples.append((now, dict(self.totals)))
-            # keep the last sample at or before the window's start: the base of a full window
-            while len(samples) > 1 and now - samples[1][0] >= window:
-                samples.popleft()
+    def count(self, key: str) -> int:
+        """What *key* counted since start."""
+        return self.totals.get(key, 0) - self._base.get(key, 0)
 
-    def snapshot(self, key: str, now: float | None = None) -> list[tuple[int, float]]:
-        """(sum, tps) of the last minute, hour and day."""
+    def exists(self, key: str) -> bool:
+        return self.count(key) > 0
+
+    def sample(self, now: float | None = None) -> None:
+        """Take the snapshots that are due (the controller calls this every few seconds)."""
         now = time.monotonic() if now is None else now
-        current = self.totals.get(key, 0)
+        for i, ((interval, keep), lists) in enumerate(zip(self._WINDOWS, self._snapshots, strict=True)):
+            if now < self._due[i]:
+                continue
+            self._due[i] = max(self._due[i] + interval, now - interval / 2)  # no burst after a long pause
+            for key in self.totals:
+                value = self.count(key)
+                snapshots = lists.get(key)
+                if snapshots is None:
+                    if value <= 0:
+                        continue
+                    snapshots = lists[key] = deque([(now - interval, 0)], maxlen=keep)
+                snapshots.append((now, value))
+
+    def snapshot(self, key: str) -> list[tuple[int, float]]:
+        """(sum, tps) of the last minute, hour and day (``computeStatsData``)."""
         out: list[tuple[int, float]] = []
-        for (window, _gap), samples in zip(self._WINDOWS, self._samples, strict=True):
-            base_time, base = next(((t, s) for t, s in samples if now - t <= window), samples[-1])
-            total = max(current - base.get(key, 0), 0)
-            elapsed = now - base_time
-            out.append((total, total / elapsed if elapsed > 0 else 0.0))
+        for lists in self._snapshots:
+            snapshots = lists.get(key)
+            if not snapshots:
+                out.append((0, 0.0))
+                continue
+            (t0, v0), (t1, v1) = snapshots[0], snapshots[-1]
+            total = v1 - v0
+            out.append((total, total / (t1 - t0) if t1 > t0 else 0.0))
         return out
