@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from pathlib import Path
 
@@ -85,7 +86,17 @@ def test_offsets_times_and_stats(tmp_path: Path) -> None:
             q1 = next(v for k, v in table.items() if k["queueId"] == 1)
             assert (q1["minOffset"], q1["maxOffset"]) == (0, 3)
             info = json_compat.loads((await client.invoke(create_request(RequestCode.GET_BROKER_RUNTIME_INFO))).body)
-            assert int(info["table"]["msgPutTotalTodayNow"]) >= 3 and info["table"]["brokerVersionDesc"] == "V5_3_3"
+            t = info["table"]
+            assert int(t["msgPutTotalTodayNow"]) >= 3 and t["brokerVersionDesc"] == "V5_3_3"
+            # the store's figures (StoreStatsService): every append since start, of every topic
+            times, size = broker.store.put_message_times_total, broker.store.commit_log.put_size_total
+            assert t["msgPutTotalTodayNow"] == t["putMessageTimesTotal"] == str(times)
+            assert t["putMessageSizeTotal"] == str(size) and float(t["putMessageAverageSize"]) == size / times
+            assert (t["putMessageFailedTimes"], t["dispatchMaxBuffer"]) == ("0", "0")
+            assert t["remainTransientStoreBufferNumbs"] == "2147483647" and "remainHowManyDataToCommit" not in t
+            assert re.fullmatch(r"\d+ B|\d+\.\d [KMG]iB", t["remainHowManyDataToFlush"])
+            assert t[f"commitLogDiskRatio_{broker.store_config.commit_log_path}"] == t["commitLogDiskRatio"]
+            assert (t["EndTransactionQueueSize"], t["EndTransactionThreadPoolQueueCapacity"]) == ("0", "100000")
             assert len(info["table"]["putTps"].split()) == 3
             # getDiskPartitionSpaceUsedPercent: used / (used + usable), rounded up to a hundredth.
             st = os.statvfs(broker.store_config.root)

@@ -346,6 +346,9 @@ def test_max_message_size_limits_a_body_and_a_batch_as_a_producer_sends_it(tmp_p
         assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and f"batch of {sum(sent)} bytes" in r.error
         assert store.get_max_phy_offset() == end
         assert store.put_messages(three[:2], 0).ok  # records of more than 400 bytes together
+        # the commit log's refusals are putMessageFailedTimes (not the checks before it: a bad topic is not)
+        assert not store.put_message(Message("bad topic!", b"x"), 0).ok
+        assert store.put_failed_times == 2 and store.put_message_times_total == 3
 
 
 def test_record_larger_than_a_file_is_refused(tmp_path: Path) -> None:

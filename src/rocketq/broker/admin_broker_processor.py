@@ -53,7 +53,7 @@ from rocketq.common.codec import decode_record
 from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES, MessageExt
 from rocketq.common.message_id import decode_offset_message_id
-from rocketq.common.mixall import RMQ_SYS_TRANS_HALF_TOPIC
+from rocketq.common.mixall import RMQ_SYS_TRANS_HALF_TOPIC, human_byte_count
 from rocketq.remoting.codes import CURRENT_VERSION, LanguageCode, MQVersion, RequestCode, ResponseCode, version_desc
 from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
 from rocketq.remoting.errors import RemotingError, RemotingTimeoutError
@@ -458,11 +458,13 @@ class AdminBrokerProcessor:
         cfg = ctl.store_config
         try:
             usage = shutil.disk_usage(cfg.root)
-            capacity = f"Total : {_human(usage.total)}, Free : {_human(usage.free)}."
+            capacity = f"Total : {human_byte_count(usage.total)}, Free : {human_byte_count(usage.free)}."
         except OSError:
             capacity = "unknown"
         now = time.time_ns() // 1_000_000
+        disk_ratio = json_compat.java_double_str(store_path_used_ratio(cfg.commit_log_path, cfg.root))
         info = {
+            **store.runtime_info(),
             "brokerVersionDesc": version_desc(CURRENT_VERSION),
             "brokerVersion": str(CURRENT_VERSION),
             "msgPutTotalYesterdayMorning": str(stats.put_total_yesterday_morning),
@@ -477,6 +479,8 @@ class AdminBrokerProcessor:
             "pullThreadPoolQueueCapacity": "100000",
             "queryThreadPoolQueueSize": "0",
             "queryThreadPoolQueueCapacity": "20000",
+            "EndTransactionQueueSize": "0",
+            "EndTransactionThreadPoolQueueCapacity": ctl.broker_config.java_only["endTransactionPoolQueueCapacity"],
             "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
             "pageCacheLockTimeMills": "0",
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
@@ -492,7 +496,8 @@ class AdminBrokerProcessor:
             "getTotalTps": stats.tps_string("get"),
             "getFoundTps": stats.tps_string("get"),
             "getMissTps": "0.0 0.0 0.0",
-            "commitLogDiskRatio": json_compat.java_double_str(store_path_used_ratio(cfg.commit_log_path, cfg.root)),
+            "commitLogDiskRatio": disk_ratio,
+            f"commitLogDiskRatio_{cfg.commit_log_path}": disk_ratio,
             "consumeQueueDiskRatio": json_compat.java_double_str(store_path_used_ratio(cfg.consume_queue_path,
                                                                                       cfg.root)),
             "commitLogMinOffset": str(store.get_min_phy_offset()),
@@ -880,19 +885,6 @@ class AdminBrokerProcessor:
             return make_response_for(request, answer.code, answer.remark, ext_fields=answer.ext_fields,
                                      body=answer.body)  # fmt: skip
         return make_response_for(request, ResponseCode.SYSTEM_ERROR, "no name server answered GET_BROKER_CLUSTER_INFO")
-
-
-def _human(n: int) -> str:
-    """``MixAll.humanReadableByteCount(bytes, false)``."""
-    if n < 1024:
-        return f"{n} B"
-    units = "KMGTPE"
-    exp = 0
-    value = float(n)
-    while value >= 1024 and exp < len(units):
-        value /= 1024
-        exp += 1
-    return f"{value:.1f} {units[exp - 1]}iB"
 
 
 def _runtime(ms: int) -> str:

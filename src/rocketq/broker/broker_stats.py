@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections import deque
+from collections.abc import Callable
 
 from rocketq.common.json_compat import java_double_str
 
@@ -18,8 +19,11 @@ _WINDOWS_S = (10, 60, 600)
 
 
 class BrokerStats:
-    def __init__(self) -> None:
-        self.put_total = 0
+    """*put_total* counts every message the store appended since start, of every topic (Java's
+    ``msgPutTotalTodayNow`` is the store's ``putMessageTimesTotal``); gets are counted by the pull path."""
+
+    def __init__(self, put_total: Callable[[], int] = lambda: 0) -> None:
+        self._put_total = put_total
         self.get_total = 0
         self.put_total_today_morning = 0
         self.put_total_yesterday_morning = 0
@@ -29,8 +33,9 @@ class BrokerStats:
         self._samples: deque[tuple[float, int, int]] = deque()
         self.sample()
 
-    def on_put(self, n: int = 1) -> None:
-        self.put_total += n
+    @property
+    def put_total(self) -> int:
+        return self._put_total()
 
     def on_get(self, n: int = 1) -> None:
         self.get_total += n

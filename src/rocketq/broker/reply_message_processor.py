@@ -91,7 +91,6 @@ class ReplyMessageProcessor:
             msg.properties_parsed = True  # props is what that text reads back as
             result = await ctl.put_message(msg)
             if result.ok:
-                ctl.stats.on_put(result.msg_num)
                 ext.update(msgId=result.msg_id, queueId=str(queue_id), queueOffset=str(result.logics_offset))
             else:
                 log.warning("reply message to %s not stored: %s (%s)", header.topic, result.status.value, result.error)

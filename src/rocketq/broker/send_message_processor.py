@@ -391,7 +391,6 @@ class SendMessageProcessor:
         status = result.status
         code = _SENT_CODES.get(status)
         if code is not None and request.is_oneway:
-            self.controller.stats.on_put(result.msg_num)
             return None  # nobody reads the answer to a one-way send: do not build it
         if code is not None:
             # The extFields as text already (in the order Java's HashMap writes them): nothing left to convert.
@@ -406,7 +405,6 @@ class SendMessageProcessor:
                 ext["transactionId"] = transaction_id
                 if not plain_json_text(transaction_id):
                     answer = RemotingCommand
-            self.controller.stats.on_put(result.msg_num)
             # Positional: the defaults of language, version and remark, the answer's opaque and flag.
             return answer(code, LanguageCode.JAVA, CURRENT_VERSION, request.opaque, FLAG_RESPONSE, None, ext)
         code, remark = self.put_failure(status, result.error)

@@ -1,5 +1,6 @@
 """Names RocketMQ reserves: ``common/MixAll`` (group prefixes, built-in groups), the system topics of
-``common/topic/TopicValidator`` and the permission bits of ``common/constant/PermName``.
+``common/topic/TopicValidator`` and the permission bits of ``common/constant/PermName``; and MixAll's
+byte count for people (``humanReadableByteCount``).
 
 Every layer that needs one of these names (the store marks schedule and transaction records, the broker
 validates and routes, the client builds retry topics, the admin tool reads as ``TOOLS_CONSUMER``) takes it
@@ -44,6 +45,7 @@ __all__ = [
     "TOPIC_MAX_LENGTH",
     "get_dlq_topic",
     "get_retry_topic",
+    "human_byte_count",
     "is_retry_topic",
 ]
 
@@ -106,3 +108,16 @@ def get_dlq_topic(group: str) -> str:
 
 def is_retry_topic(topic: str) -> bool:
     return topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+
+
+def human_byte_count(n: int) -> str:
+    """``MixAll.humanReadableByteCount(bytes, false)``: ``512 B``, ``1.5 KiB``, ``74.5 GiB``."""
+    if n < 1024:
+        return f"{n} B"
+    units = "KMGTPE"
+    exp = 0
+    value = float(n)
+    while value >= 1024 and exp < len(units):
+        value /= 1024
+        exp += 1
+    return f"{value:.1f} {units[exp - 1]}iB"

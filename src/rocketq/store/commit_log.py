@@ -228,6 +228,10 @@ class CommitLog:
         )  # fmt: skip
         self.topic_queue_table: dict[str, int] = {}
         self.put_lock = threading.Lock()
+        # StoreStatsService's putMessageTimesTotal / putMessageSizeTotal since the store opened: messages and
+        # record bytes appended (a slave's copies not among them), counted under the put lock.
+        self.put_times_total = 0
+        self.put_size_total = 0
         self.delay_level_table = config.delay_level_table()
         self.max_delay_level = max(self.delay_level_table, default=0)
         # Dispatch rows of the records just appended, in commit-log order (None: no hand-off);
@@ -360,6 +364,8 @@ class CommitLog:
             mf.store_timestamp = store_ts
             if step:
                 self.topic_queue_table[key] = first_qo + n
+            self.put_times_total += n
+            self.put_size_total += total
         if self.on_append is not None:
             self.on_append(phys + total)
         return PutMessageResult(PutMessageStatus.PUT_OK, phys, total, "", store_ts, first_qo, n, None, "", None,
@@ -449,6 +455,8 @@ class CommitLog:
             mf.store_timestamp = store_ts
             if step:
                 self.topic_queue_table[key] = qo + 1
+            self.put_times_total += 1
+            self.put_size_total += total
         if self.on_append is not None:
             self.on_append(phys + total)
         return PutMessageResult(PutMessageStatus.PUT_OK, phys, total, "", store_ts, qo, 1, None, "",
@@ -512,6 +520,8 @@ class CommitLog:
             mf.store_timestamp = store_ts
             if step:
                 self.topic_queue_table[key] = qo
+            self.put_times_total += len(msgs)
+            self.put_size_total += total
         if self.on_append is not None:
             self.on_append(phys)
         records = [(m.store_host, m.commit_log_offset) for m in msgs]

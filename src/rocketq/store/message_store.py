@@ -51,6 +51,7 @@ import numpy as np
 from rocketq.common.codec import decode_record, read_size_and_magic
 from rocketq.common.errors import CorruptRecordError, StoreError
 from rocketq.common.javacompat import hashmap_ordered
+from rocketq.common.json_compat import java_double_str
 from rocketq.common.message import (
     PROPERTY_CLUSTER,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -64,7 +65,12 @@ from rocketq.common.message import (
     MessageExtBatch,
 )
 from rocketq.common.message_id import UniqueIdGenerator, decode_offset_message_id
-from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
+from rocketq.common.mixall import (
+    RMQ_SYS_SCHEDULE_TOPIC,
+    RMQ_SYS_TRANS_HALF_TOPIC,
+    RMQ_SYS_TRANS_OP_HALF_TOPIC,
+    human_byte_count,
+)
 from rocketq.store.checkpoint import StoreCheckpoint
 from rocketq.store.commit_log import (
     CommitLog,
@@ -491,6 +497,7 @@ class MessageStore:
         self._uniq = UniqueIdGenerator(self.config.broker_ip1)
         self._good_topics: set[str] = set()
         self._checked_queues: dict[tuple[str, int], object] = {}
+        self.put_failed_times = 0  # appends the commit log refused (putMessageFailedTimes)
         # Called once the records of a dispatch batch reach their consume queue (long polling wake-up): once a
         # queue, with that queue's records in queue order (see ArrivalListener), and their property maps where
         # they were read: records read back from the commit log come with their maps only for the topics of
@@ -995,6 +1002,31 @@ class MessageStore:
     def dispatch_behind_bytes(self) -> int:
         return self.reput.behind() if self.reput is not None else 0
 
+    @property
+    def put_message_times_total(self) -> int:
+        """Messages appended since the store opened, of every topic (``getPutMessageTimesTotal``)."""
+        return self.commit_log.put_times_total
+
+    def runtime_info(self) -> dict[str, str]:
+        """The figures of ``StoreStatsService.getRuntimeInfo`` and ``DefaultMessageStore`` that rocketq keeps, as
+        Java writes them (put latencies are not measured)."""
+        times, size = self.commit_log.put_times_total, self.commit_log.put_size_total
+        mfq = self.commit_log.mapped_file_queue
+        pool = self.services.pool if self.services is not None else None
+        info = {
+            "putMessageTimesTotal": str(times or 1),  # Java shows 1 for none
+            "putMessageSizeTotal": str(size),
+            "putMessageAverageSize": java_double_str(size / (times or 1)),
+            "putMessageFailedTimes": str(self.put_failed_times),
+            "dispatchMaxBuffer": "0",
+            "remainTransientStoreBufferNumbs": str(pool.available_buffer_nums() if pool is not None else 2**31 - 1),
+            "remainHowManyDataToFlush": human_byte_count(max(0, self.get_max_phy_offset() - mfq.flushed_where)),
+        }
+        if pool is not None:
+            info["remainHowManyDataToCommit"] = human_byte_count(max(0, self.get_max_phy_offset()
+                                                                     - mfq.committed_where))  # fmt: skip
+        return info
+
     # --- put -----------------------------------------------------------------------------
     def _check_topic(self, topic: str) -> str | None:
         if topic in self._good_topics:
@@ -1092,6 +1124,13 @@ class MessageStore:
                 self._checked_queues[key] = self.topic_config_manager.get(topic)
         return None
 
+    def _counted(self, result: PutMessageResult) -> PutMessageResult:
+        """*result* of the commit log, a failure counted (``putMessageFailedTimes``: not the refusals of the
+        checks before the commit log, as in Java)."""
+        if result.status is not PutMessageStatus.PUT_OK:
+            self.put_failed_times += 1
+        return result
+
     def _append(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
         """Check and append one message to the commit log (no waiting for a flush)."""
         if isinstance(msg, Message):
@@ -1101,7 +1140,7 @@ class MessageStore:
         bad = self._validate(msg.topic, msg.queue_id)
         if bad is not None:
             return bad
-        return self.commit_log.put_message(msg)
+        return self._counted(self.commit_log.put_message(msg))
 
     def _append_batch(self, msgs: list[MessageExt | Message] | MessageExtBatch,
                       queue_id: int | None = None) -> PutMessageResult:  # fmt: skip
@@ -1130,7 +1169,7 @@ class MessageStore:
         bad = self._validate(topic, qid)
         if bad is not None:
             return bad
-        return self.commit_log.put_messages(exts)
+        return self._counted(self.commit_log.put_messages(exts))
 
     def _append_message_batch(self, batch: MessageExtBatch, queue_id: int | None = None) -> PutMessageResult:
         """:meth:`_append_batch` of a batch held column by column: the same checks, each a pass in C."""
@@ -1145,7 +1184,7 @@ class MessageStore:
         bad = self._validate(batch.topic, batch.queue_id)
         if bad is not None:
             return bad
-        return self.commit_log.put_message_batch(batch)
+        return self._counted(self.commit_log.put_message_batch(batch))
 
     def put_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
         """Append one message; a plain :class:`Message` is wrapped by :meth:`to_message_ext`.
