@@ -6,6 +6,7 @@ remoting-protocol §6.11, §11.6)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -64,6 +65,7 @@ class CheckedProducer:
         self.client = client
         self.checks: list[tuple[RemotingConnection, RemotingCommand]] = []
         self.answer: int | None = None  # END_TRANSACTION value to answer checks with (None: stay silent)
+        self.sent = 0
         self._replies: set[asyncio.Task[None]] = set()
         client.register_processor(RequestCode.CHECK_TRANSACTION_STATE, self._on_check)
 
@@ -87,7 +89,9 @@ class CheckedProducer:
         assert r.code == ResponseCode.SUCCESS
 
     async def send_half(self, body: bytes, queue_id: int = 1, **extra: str) -> dict[str, str]:
-        p = props(KEYS="tx", TRAN_MSG="true", PGROUP="txg", WAIT="true", TAGS="T", **extra)
+        self.sent += 1  # every transactional producer gives its message an id (the broker makes none)
+        p = props(KEYS="tx", TRAN_MSG="true", PGROUP="txg", WAIT="true", TAGS="T",
+                  UNIQ_KEY=f"7F000001{os.getpid():08X}{self.sent:016X}", **extra)  # fmt: skip
         r = await self.client.invoke(send_v2("Tx", body, queue_id=queue_id, properties=p, f=4, a="txg",
                                              g=_now_ms()))  # fmt: skip
         assert r.code == ResponseCode.SUCCESS

@@ -6,8 +6,8 @@ Send, in Java's order: the broker must be writable for ordered topics; the topic
 not one of the topics nobody may send to; an unknown topic is created from the request's template topic
 (``TBW102``) when that template has INHERIT, or, for a ``%RETRY%`` topic, with one queue; the queue id must
 exist (negative: a random one). A ``%RETRY%<group>`` send whose ``reconsumeTimes`` is past the group's limit,
-or whose group holds orderly locks, goes to ``%DLQ%<group>``. The broker adds ``UNIQ_KEY`` (when missing) and
-``CLUSTER``; ``TRAN_MSG=true`` makes a half message in ``RMQ_SYS_TRANS_HALF_TOPIC``. The store's result maps
+or whose group holds orderly locks, goes to ``%DLQ%<group>``. The broker adds ``CLUSTER`` (and no
+``UNIQ_KEY``: a message sent without one, as ali-ons sends, is stored without one); ``TRAN_MSG=true`` makes a half message in ``RMQ_SYS_TRANS_HALF_TOPIC``. The store's result maps
 to a response code; a stored message answers ``msgId`` (the offset id; comma-joined for a batch),
 ``queueId``, ``queueOffset`` and ``transactionId``, always with ``MSG_REGION`` and ``TRACE_ON``.
 
@@ -332,7 +332,7 @@ class SendMessageProcessor:
         msg = ctl.store.message_ext_of(topic, request.body or b"", header.flag, props, queue_id,
                                        born_host=born_host_of(conn), born_timestamp=header.born_timestamp,
                                        sys_flag=sys_flag, keep_wait=transactional or delayed,
-                                       reconsume_times=reconsume_times)  # fmt: skip
+                                       reconsume_times=reconsume_times, add_uniq_key=False)  # fmt: skip
         if transactional:
             msg = _half_message(msg)
         put = ctl.put_message_now(msg)
@@ -398,8 +398,8 @@ class SendMessageProcessor:
             ext = {"queueId": str(queue_id), "MSG_REGION": region, "TRACE_ON": trace, "msgId": result.msg_id,
                    "queueOffset": str(result.logics_offset)}  # fmt: skip
             # Numbers, hex ids and true/false: plain JSON text, but for the region (a setting, checked once per
-            # value) and the transaction id: the message's UNIQ_KEY, which every send carries. Clients write it
-            # in hex, yet it is the producer's text, so it is checked.
+            # value) and the transaction id (5.x's answer carries it): the message's UNIQ_KEY, when it has one.
+            # Clients write it in hex, yet it is the producer's text, so it is checked.
             answer = UnescapedCommand if _plain_setting(region) else RemotingCommand
             if transaction_id:
                 ext["transactionId"] = transaction_id

@@ -1074,7 +1074,8 @@ class MessageStore:
     def to_message_ext(self, msg: Message, queue_id: int, *, born_host: HostPort | None = None,
                        born_timestamp: int | None = None, sys_flag: int = 0,
                        keep_wait: bool = False) -> MessageExt:  # fmt: skip
-        """Wrap a producer message as the broker would (``UNIQ_KEY`` and ``CLUSTER`` added).
+        """Wrap a message as a producer and a broker would: ``UNIQ_KEY`` added when it has none (the producer's
+        part: the store's own puts have no producer), ``CLUSTER`` added.
 
         Properties are ordered as a 4.9 broker's ``HashMap`` holds them, and ``WAIT``
         is dropped as that broker drops it (unless *keep_wait*: a stored copy being replayed).
@@ -1085,12 +1086,14 @@ class MessageStore:
 
     def message_ext_of(self, topic: str, body: bytes, flag: int, props: dict[str, str], queue_id: int, *,
                        born_host: HostPort | None = None, born_timestamp: int | None = None, sys_flag: int = 0,
-                       keep_wait: bool = False, reconsume_times: int = 0) -> MessageExt:  # fmt: skip
+                       keep_wait: bool = False, reconsume_times: int = 0, add_uniq_key: bool = True,
+                       ) -> MessageExt:  # fmt: skip
         """:meth:`to_message_ext` of a message's parts, taking *props* over (it is changed: the caller's own map,
-        as a send's freshly parsed properties are, spares a copy)."""
+        as a send's freshly parsed properties are, spares a copy). A broker storing a producer's send passes
+        ``add_uniq_key=False``: a 4.9.4 broker stores what the producer sent, with an id or without."""
         if not keep_wait:
             props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
-        if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:  # not setdefault: an id is made only when wanted
+        if add_uniq_key and PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:  # an id is made only when wanted
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._uniq.next_id()
         props[PROPERTY_CLUSTER] = self.config.broker_cluster_name
         store_host = self.config.store_host
