@@ -7,9 +7,10 @@ not one of the topics nobody may send to; an unknown topic is created from the r
 (``TBW102``) when that template has INHERIT, or, for a ``%RETRY%`` topic, with one queue; the queue id must
 exist (negative: a random one). A ``%RETRY%<group>`` send whose ``reconsumeTimes`` is past the group's limit,
 or whose group holds orderly locks, goes to ``%DLQ%<group>``. The broker adds ``CLUSTER`` (and no
-``UNIQ_KEY``: a message sent without one, as ali-ons sends, is stored without one); ``TRAN_MSG=true`` makes a half message in ``RMQ_SYS_TRANS_HALF_TOPIC``. The store's result maps
-to a response code; a stored message answers ``msgId`` (the offset id; comma-joined for a batch),
-``queueId``, ``queueOffset`` and ``transactionId``, always with ``MSG_REGION`` and ``TRACE_ON``.
+``UNIQ_KEY``: a message sent without one, as ali-ons sends, is stored without one); ``TRAN_MSG=true`` makes a
+half message in ``RMQ_SYS_TRANS_HALF_TOPIC``. The store's result maps to a response code; a stored message
+answers ``msgId`` (the offset id; comma-joined for a batch), ``queueId``, ``queueOffset`` and, when it has a
+``UNIQ_KEY``, ``transactionId``, always with ``MSG_REGION`` and ``TRACE_ON``.
 
 Send-back looks the consumed message up by its commit-log offset and stores a copy in ``%RETRY%<group>``
 with delay level ``3 + reconsumeTimes`` (or the one asked for) and ``reconsumeTimes + 1``, or in
