@@ -251,11 +251,11 @@ def test_topic_and_message_checks() -> None:
             check_topic(bad)
     producer = Producer("PG", "127.0.0.1:1", max_message_size=10)
     with pytest.raises(InvalidMessageError, match="length is zero"):
-        producer._check_message(new_message("T", b""))
+        producer.check_message(new_message("T", b""))
     with pytest.raises(InvalidMessageError, match="over max value"):
-        producer._check_message(new_message("T", b"x" * 11))
+        producer.check_message(new_message("T", b"x" * 11))
     with pytest.raises(InvalidMessageError, match="forbidden"):
-        producer._check_message(new_message("SCHEDULE_TOPIC_XXXX", b"x"))
+        producer.check_message(new_message("SCHEDULE_TOPIC_XXXX", b"x"))
     with pytest.raises(InvalidMessageError, match="same"):
         producer._make_batch([new_message("A", b"x"), new_message("B", b"x")])
     with pytest.raises(InvalidMessageError, match="TimeDelayLevel"):

@@ -34,9 +34,10 @@ import pytest
 from rocketq.client import new_message
 from rocketq.client.blocking import BlockingProducer
 from rocketq.client.errors import ClientTimeoutError
+from rocketq.common.codec import decode_record
 from rocketq.common.message import Message
 from rocketq.spark import broker_clients
-from rocketq.spark.broker_sink import PartitionWriter, key_prefix, produce_partition, row_key
+from rocketq.spark.broker_sink import PartitionWriter, SinkError, key_prefix, produce_partition, row_key
 from rocketq.spark.broker_source import StreamOffsets, plan_stream, share_limit
 from rocketq.spark.options import OptionError, parse_broker_options, parse_sink_options, source_kind
 from test_client_e2e import InProcessServers
@@ -313,6 +314,45 @@ def test_partition_writer_sends_only_what_is_missing(broker: Broker) -> None:
     got = read_broker_counts(broker, topic)
     assert got == Counter({f"p-{i}".encode(): 1 for i in range(23)}) + Counter({f"p-{i}".encode(): 1 for i in range(6)})
     assert row_key(key_prefix("w", "7", 1), 0) != row_key(key_prefix("w", "8", 1), 0)
+
+
+def test_a_partition_with_a_bad_row_sends_nothing(broker: Broker) -> None:
+    """Every row is checked before the first send: a body over the producer's limit, or a queue the topic does
+    not have, fails the partition with nothing of it stored."""
+    topic = broker.topic("BadRow", queues=2)
+    opts = parse_sink_options({"namesrv": broker.addr, "topic": topic})
+    ok = [{"body": b"ok-0"}, {"body": b"ok-1"}]
+    with pytest.raises(SinkError, match=r"row 2: .*body size over max value.*nothing of this partition was sent"):
+        produce_partition(iter([*ok, {"body": b"x" * (4 * 1024 * 1024 + 10)}]), opts, "w", "1", 0)
+    with pytest.raises(SinkError, match=r"row 2: topic .* has no writable queue 7; nothing of this partition"):
+        produce_partition(iter([*ok, {"body": b"q", "queueId": 7}]), opts, "w", "2", 0)
+    broker.settle()
+    assert read_broker_counts(broker, topic) == Counter()
+
+
+def test_a_copied_message_loses_what_the_broker_kept_of_it(broker: Broker) -> None:
+    """A row read from a topic carries the properties the broker stored: a committed transaction message's
+    TRAN_MSG and PGROUP, the DELAY and REAL_TOPIC a delivered delayed message keeps. Sent again they would park
+    the copy as a half message or delay it again; the copy is a plain message, at once. A DELAY of a row that
+    was never delivered (no REAL_TOPIC) still asks for a delay level."""
+    topic = broker.topic("CopyProps", queues=1)
+    opts = parse_sink_options({"namesrv": broker.addr, "topic": topic})
+    committed = {"TRAN_MSG": "true", "PGROUP": "pg_tx", "TRANSACTION_CHECK_TIMES": "1", "CLUSTER": "Other",
+                 "color": "red"}  # fmt: skip
+    delivered = {"DELAY": "16", "REAL_TOPIC": "Orig", "REAL_QID": "3", "color": "blue"}
+    rows = [{"body": b"was-tx", "properties": committed}, {"body": b"was-delayed", "properties": delivered},
+            {"body": b"to-delay", "properties": {"DELAY": "1"}}]  # fmt: skip
+    assert produce_partition(iter(rows), opts, "w", "3", 0).sent == 3
+    broker.settle()
+    store = broker.servers.broker.store
+    stored = {m.body: m for m in (decode_record(r) for r in store.get_message("g", topic, 0, 0, 8).messages)}
+    assert set(stored) == {b"was-tx", b"was-delayed"}  # at once; the third waits for its delay level
+    tx, delayed = stored[b"was-tx"], stored[b"was-delayed"]
+    assert tx.sys_flag & 0xC == 0 and tx.properties["color"] == "red" and tx.properties["CLUSTER"] != "Other"
+    assert not {"TRAN_MSG", "PGROUP", "TRANSACTION_CHECK_TIMES"} & set(tx.properties)
+    assert not {"DELAY", "REAL_TOPIC", "REAL_QID"} & set(delayed.properties) and delayed.properties["color"] == "blue"
+    assert store.get_max_offset_in_queue("RMQ_SYS_TRANS_HALF_TOPIC", 0) == 0
+    assert store.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 1  # level 1: the third row
 
 
 def read_broker_counts(broker: Broker, topic: str) -> Counter[bytes]:

@@ -166,6 +166,28 @@ def test_cli_errors(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert (store / "consumequeue").is_dir()  # a failed rebuild leaves the store as it was
     code, _, err = run(capsys, "spark", "query", store, "-q")
     assert code == 2 and "--key" in err
+    # a directory that is not a store (a mistyped path) is refused, and nothing is made in it
+    other = tmp_path / "not-a-store"
+    other.mkdir()
+    code, _, err = run(capsys, "spark", "rebuild", other, "-q")
+    assert code == 1 and "not a RocketMQ store (no commitlog/ directory)" in err and not any(other.iterdir())
+
+
+def test_rebuild_without_a_conf_says_what_it_sizes_files_by(spark: Any, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """With consumequeue/ and index/ gone, their sizes can only be RocketMQ's defaults: said, with a warning when
+    the commit log shows the store was written with other settings (1 MiB files here)."""
+    store = copy_store(CLEAN / "store", tmp_path / "store")
+    shutil.rmtree(store / "consumequeue")
+    shutil.rmtree(store / "index")
+    code, _, err = run(capsys, "spark", "rebuild", store, "-q")
+    assert code == 0
+    assert "mappedFileSizeCommitLog=1048576 (size of 00000000000000000000)" in err
+    assert "mappedFileSizeConsumeQueue=6000000 (RocketMQ default)" in err
+    assert "warning: the commit-log files are not of RocketMQ's default size, yet mappedFileSizeConsumeQueue and " \
+        "index could only be taken from the defaults" in err and "Give the store's broker.conf with -c" in err
+    code, _, err = run(capsys, "spark", "rebuild", store, "-c", CONF, "-q")
+    assert code == 0 and "warning" not in err and "mappedFileSizeConsumeQueue=6000 (" in err
 
 
 def test_entry_script_and_package(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str],

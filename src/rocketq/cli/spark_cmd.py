@@ -27,6 +27,7 @@ from typing import Any
 from rocketq.cli.args import positive
 from rocketq.cli.store_cmd import CommandError
 from rocketq.common.errors import RocketqError
+from rocketq.store.store_config import MessageStoreConfig
 from rocketq.store.store_settings import store_directory, store_settings
 
 _CONF_HELP = (
@@ -78,12 +79,44 @@ def _progress(args: argparse.Namespace) -> bool:
     return not getattr(args, "quiet", False) and sys.stderr.isatty()
 
 
+def _say_settings(settings: Any, from_conf: bool) -> None:
+    """What the rebuilt files will be sized by, on stderr, and a warning where a size is only RocketMQ's default
+    while the commit log shows the store was not written with the defaults."""
+    cfg = settings.config
+    sources = settings.sources
+    sys.stderr.write(
+        f"rebuilding with mappedFileSizeCommitLog={cfg.mapped_file_size_commit_log} "
+        f"({sources.get('mappedFileSizeCommitLog', '?')}), mappedFileSizeConsumeQueue="
+        f"{cfg.mapped_file_size_consume_queue} ({sources.get('mappedFileSizeConsumeQueue', '?')}), "
+        f"maxHashSlotNum={cfg.max_hash_slot_num} maxIndexNum={cfg.max_index_num} ({sources.get('index', '?')})\n")
+    if from_conf:
+        return
+    sys.stderr.write("delay levels: RocketMQ's default messageDelayLevel (the due times of SCHEDULE_TOPIC_XXXX "
+                     "units follow from it; give -c if the broker had others)\n")  # fmt: skip
+    if cfg.mapped_file_size_commit_log == MessageStoreConfig().mapped_file_size_commit_log:
+        return
+    defaults = [name for name in ("mappedFileSizeConsumeQueue", "index")
+                if sources.get(name) in ("RocketMQ default", "RocketMQ default (no index files)")]  # fmt: skip
+    if defaults:
+        sys.stderr.write(
+            f"warning: the commit-log files are not of RocketMQ's default size, yet {' and '.join(defaults)} "
+            "could only be taken from the defaults (no files to read them from): a broker started with other "
+            "settings will not open these files. Give the store's broker.conf with -c.\n")
+
+
 def _settings_config(args: argparse.Namespace) -> Any:
     return store_settings(store_directory(args.dir), args.conf).config
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
-    config = _settings_config(args)
+    store_dir = store_directory(args.dir)
+    if not (store_dir / "commitlog").is_dir():
+        # a mistyped path (the store's parent, say) would get consume queues and an index of nothing
+        raise CommandError(f"{store_dir}: not a RocketMQ store (no commitlog/ directory); nothing rebuilt",
+                           exit_code=1)  # fmt: skip
+    settings = store_settings(store_dir, args.conf)
+    config = settings.config
+    _say_settings(settings, args.conf is not None)
     with _session(args) as spark:
         from rocketq.spark.rebuild import rebuild
 

@@ -435,7 +435,7 @@ class Producer:
     async def _prepare_request(self, msg: Message, timeout: float) -> str:
         """``prepareSendRequest``: the request's properties, and, for a topic not routed yet, its route and a
         heartbeat to every broker (the broker that takes the reply must know this client's connection)."""
-        self._check_message(msg)
+        self.check_message(msg)
         correlation_id = str(uuid.uuid4())  # CorrelationIdUtil: a random UUID
         instance = self.instance
         msg.properties[PROPERTY_CORRELATION_ID] = correlation_id
@@ -478,7 +478,9 @@ class Producer:
 
     # -- implementation ---------------------------------------------------------------------------
 
-    def _check_message(self, msg: Message, *, topic_checked: bool = False) -> None:
+    def check_message(self, msg: Message, *, topic_checked: bool = False) -> None:
+        """Raise :class:`InvalidMessageError` for a message this producer would refuse to send (topic, body,
+        size), before anything is sent: what a send checks first."""
         if not topic_checked:
             check_topic(msg.topic)
             if msg.topic in _NOT_ALLOWED_SEND_TOPICS:
@@ -498,7 +500,7 @@ class Producer:
         if not msgs:
             raise InvalidMessageError("a batch needs at least one message")
         topic = msgs[0].topic
-        self._check_message(msgs[0])
+        self.check_message(msgs[0])
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise InvalidMessageError("retry group topic is not supported for batching")
         without_id: list[Message] = []
@@ -511,7 +513,7 @@ class Producer:
                 raise InvalidMessageError("TimeDelayLevel is not supported for batching")
             body = m.body
             if not body or len(body) > max_size:
-                self._check_message(m, topic_checked=True)  # says which
+                self.check_message(m, topic_checked=True)  # says which
             if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
                 without_id.append(m)
         if without_id:
@@ -529,7 +531,7 @@ class Producer:
         selector: MessageQueueSelector | None, arg: object, timeout: float | None,
     ) -> SendResult | None:  # fmt: skip
         self.instance  # noqa: B018
-        self._check_message(msg)
+        self.check_message(msg)
         budget = timeout or self.send_timeout
         if queue is not None:
             self._check_queue(msg, queue)

@@ -10,14 +10,25 @@ column             meaning
 ``body``           binary or string (UTF-8), required
 ``tags``           string, optional
 ``keys``           string (keys separated by spaces) or array of strings, optional
-``properties``     map of string to string, optional: user properties (``TAGS``, ``KEYS``,
-                   ``UNIQ_KEY``, ``WAIT``, ``MIN_OFFSET``, ``MAX_OFFSET`` in it are ignored)
+``properties``     map of string to string, optional: the message's properties; those the sink
+                   sets itself (``TAGS``, ``KEYS``, ``UNIQ_KEY``, ``WAIT``) and those a broker
+                   keeps for its own bookkeeping are ignored (see below); ``DELAY`` asks for a
+                   delay level
 ``queueId``        integer, optional: that queue of the topic; null or absent: the producer's
                    round robin
 =================  =============================================================================
 
 Other columns are ignored, so a DataFrame read with the ``rocketq`` source can be written back as it
-is (its ``queueId`` then pins the same queue ids). Consecutive rows of one topic and queue are sent
+is (its ``queueId`` then pins the same queue ids). A stored message's properties say what the broker did
+with it, and sent again they would make its copy something else: ``TRAN_MSG`` (with ``PGROUP`` and the
+transaction check properties) would park a committed transaction message as a half message nobody
+commits, and the ``DELAY`` a delivered delayed or retried message keeps (with ``REAL_TOPIC``) would delay
+it again. The sink drops them, and ``CLUSTER``, ``MIN_OFFSET``, ``MAX_OFFSET``: a copy is a plain
+message. Transactional messages cannot be produced with the sink.
+
+Every row is checked before a partition sends anything (a body over the producer's limit, a topic
+name RocketMQ refuses, a ``queueId`` the topic does not have): a bad row fails the task with nothing of
+its partition sent. Consecutive rows of one topic and queue are sent
 together (SEND_BATCH_MESSAGE, ``sendBatchSize`` rows) unless a row asks for a delay level.
 
 **Idempotence: a replayed batch does not produce twice.** Spark replays a micro-batch with the same
@@ -64,9 +75,17 @@ from rocketq.client.message_queue import MessageQueue
 from rocketq.client.producer import new_message
 from rocketq.common.errors import RocketqError
 from rocketq.common.message import (
+    PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS,
+    PROPERTY_CLUSTER,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_TAGS,
+    PROPERTY_TRANSACTION_CHECK_TIMES,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
     Message,
@@ -86,10 +105,16 @@ SINK_COLUMNS: dict[str, tuple[str, ...]] = {
     "properties": ("map<string,string>",),
     "queueId": ("tinyint", "smallint", "int", "bigint"),
 }
-#: properties the sink sets from the columns or itself: those of a ``properties`` map are ignored (a row read
-#: with the source carries them all)
+#: properties the sink sets from the columns or itself, and those a broker keeps for its own bookkeeping: those
+#: of a ``properties`` map are ignored (a row read with the source carries them all; see the module doc)
 _SET_BY_SINK = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-                          PROPERTY_WAIT_STORE_MSG_OK, *PULL_ADDED_PROPERTIES})  # fmt: skip
+                          PROPERTY_WAIT_STORE_MSG_OK, *PULL_ADDED_PROPERTIES, PROPERTY_CLUSTER,
+                          PROPERTY_TRANSACTION_PREPARED, PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_CHECK_TIMES,
+                          PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET,
+                          PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS})  # fmt: skip
+#: what a message delivered from ``SCHEDULE_TOPIC_XXXX`` (a delayed one, a retry) keeps of its delay: dropped
+#: together when ``REAL_TOPIC`` says it was delivered
+_DELIVERED_DELAY = (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID)
 MAX_REQUEST_BYTES = 1 << 20  # bodies per SEND_BATCH_MESSAGE, well under the broker's 4 MiB
 IN_DOUBT_WAIT = 0.5  # seconds for the broker's index to catch up with a send that got no answer
 
@@ -153,13 +178,16 @@ def row_message(row: Mapping[str, Any], position: int, default_topic: str | None
     props = row.get("properties") or {}
     props = {str(k): str(v) for k, v in (props.items() if isinstance(props, Mapping) else props)
              if v is not None and k not in _SET_BY_SINK}  # fmt: skip
+    if PROPERTY_REAL_TOPIC in props:
+        for name in _DELIVERED_DELAY:
+            props.pop(name, None)
     try:
         msg = new_message(topic, body if isinstance(body, (bytes, str)) else bytes(body),
                           tags=_text(row.get("tags"), position, "tags"), keys=keys)  # fmt: skip
     except InvalidMessageError as e:
         raise SinkError(f"row {position}: {e}") from None
-    # The map as it is, system names included (DELAY asks for a delay level; a row read with the source carries
-    # the rest): new_message takes user properties only.
+    # The map with its system names (DELAY asks for a delay level, the rest describe the message): new_message
+    # takes user properties only.
     msg.properties.update(props)
     msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = key
     return msg
@@ -262,6 +290,7 @@ class PartitionWriter:
         self.report.rows = len(msgs)
         if not msgs:
             return self.report
+        self._check(msgs, queue_ids)
         done = self.stored_prefix(msgs)
         self.report.already = done
         if done < len(msgs):
@@ -270,6 +299,22 @@ class PartitionWriter:
                 self._send_settled(msgs[first : last + 1], queue_ids[first])
                 self.report.sent += last - first + 1
         return self.report
+
+    def _check(self, msgs: Sequence[Message], queue_ids: Sequence[int | None]) -> None:
+        """Every row as the producer checks it before a send, and every pinned queue looked up, before anything
+        of the partition is sent: a bad row leaves nothing half-written."""
+        check = self.producer.producer.check_message
+        for pos, msg in enumerate(msgs):
+            try:
+                check(msg)
+            except InvalidMessageError as e:
+                raise SinkError(f"row {pos}: {msg.topic}: {e}; nothing of this partition was sent") from None
+        for pos, (msg, queue_id) in enumerate(zip(msgs, queue_ids, strict=True)):
+            if queue_id is not None and (msg.topic, queue_id) not in self._queues:
+                try:
+                    self._queue(msg.topic, queue_id)
+                except SinkError as e:
+                    raise SinkError(f"row {pos}: {e}; nothing of this partition was sent") from None
 
     def _queue(self, topic: str, queue_id: int) -> MessageQueue:
         mq = self._queues.get((topic, queue_id))
