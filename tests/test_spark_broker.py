@@ -34,11 +34,20 @@ import pytest
 from rocketq.client import new_message
 from rocketq.client.blocking import BlockingProducer
 from rocketq.client.errors import ClientTimeoutError
+from rocketq.client.message_queue import MessageQueue
+from rocketq.client.pull_result import PullResult, PullStatus
 from rocketq.common.codec import decode_record
-from rocketq.common.message import Message
+from rocketq.common.message import Message, MessageExt
 from rocketq.spark import broker_clients
 from rocketq.spark.broker_sink import PartitionWriter, SinkError, key_prefix, produce_partition, row_key
-from rocketq.spark.broker_source import StreamOffsets, plan_stream, share_limit
+from rocketq.spark.broker_source import (
+    DataLossError,
+    OffsetRangeError,
+    QueueCatalog,
+    StreamOffsets,
+    plan_stream,
+    share_limit,
+)
 from rocketq.spark.options import OptionError, parse_broker_options, parse_sink_options, source_kind
 from test_client_e2e import InProcessServers
 
@@ -135,6 +144,72 @@ def test_options_choose_the_source_and_refuse_mistakes() -> None:
     stream = parse_broker_options({"namesrv": "127.0.0.1:9876", "topic": "A"}, streaming=True)
     assert batch.topics == ("A", "B") and batch.starting.default == -2 and stream.starting.default == -1
     assert parse_sink_options({"namesrv": "127.0.0.1:9876"}).send_batch_size == 32
+
+
+class FakeQueue:
+    """A queue as a 4.9.4 broker shows one whose head retention deleted: min offset *reported*, messages from
+    *first* on (a pull below *first* answers nothing and points on, a consume-queue file at a time)."""
+
+    def __init__(self, reported: int, first: int, end: int, step: int = 40) -> None:
+        self.reported, self.first, self.end, self.step = reported, first, end, step
+        self.pulls = 0
+
+    def min_offset(self, mq: Any) -> int:
+        return self.reported
+
+    def max_offset(self, mq: Any) -> int:
+        return self.end
+
+    def pull(self, mq: Any, expr: str, offset: int, n: int) -> PullResult:
+        self.pulls += 1
+        if offset < self.first:
+            return PullResult(PullStatus.NO_MATCHED_MSG, min(offset + self.step, self.first), self.reported, self.end)
+        msg = MessageExt(topic=mq.topic, body=b"m", queue_id=mq.queue_id, queue_offset=offset)
+        return PullResult(PullStatus.FOUND, offset + 1, self.reported, self.end, [msg])
+
+
+def _catalog(fake: FakeQueue, **options: str) -> tuple[QueueCatalog, dict[str, MessageQueue]]:
+    opts = parse_broker_options({"namesrv": "127.0.0.1:9876", "topic": "T", **options}, streaming=False)
+    return QueueCatalog(opts, fake), {"T/0": MessageQueue("T", "b", 0)}  # type: ignore[arg-type]
+
+
+def test_offsets_resolve_against_what_the_broker_still_has() -> None:
+    """earliest is the first message the broker can serve (a 4.9.4 broker reports min 0 for a queue whose
+    messages retention deleted); an explicit offset below the min offset is data loss, one past the max an
+    error; never moved silently."""
+    fake = FakeQueue(reported=0, first=100, end=130)
+    catalog, queues = _catalog(fake)
+    assert catalog.resolve(queues, catalog.opts.starting, "startingOffsets") == {"T/0": 100}
+    assert fake.pulls == 4  # 0, 40, 80: nothing; 100: the first message
+    healthy = FakeQueue(reported=5, first=5, end=9)
+    catalog, queues = _catalog(healthy)
+    assert catalog.resolve(queues, catalog.opts.starting, "startingOffsets") == {"T/0": 5} and healthy.pulls == 1
+    below = json.dumps({"T": {"0": 3}})
+    catalog, queues = _catalog(FakeQueue(reported=20, first=20, end=30), startingOffsets=below)
+    with pytest.raises(DataLossError, match=r"queue T/0 now starts at offset 20: messages \[3, 20\) are gone"):
+        catalog.resolve(queues, catalog.opts.starting, "startingOffsets")
+    catalog, queues = _catalog(FakeQueue(reported=20, first=20, end=30), startingOffsets=below,
+                               failOnDataLoss="false")  # fmt: skip
+    assert catalog.resolve(queues, catalog.opts.starting, "startingOffsets") == {"T/0": 20}
+    catalog, queues = _catalog(FakeQueue(reported=0, first=0, end=30), endingOffsets=json.dumps({"T": {"0": 31}}))
+    with pytest.raises(OffsetRangeError, match="queue T/0 ends at offset 30 on the broker"):
+        catalog.resolve(queues, catalog.opts.ending, "endingOffsets")
+
+
+def test_a_stream_behind_a_deleted_head_moves_past_it_in_one_batch() -> None:
+    """With failOnDataLoss=false and a read limit, a stream whose offsets retention passed reads from the min
+    offset on: one batch skips the gap, rather than one empty batch per limit's worth of it."""
+    fake = FakeQueue(reported=875, first=875, end=1000)
+    opts = parse_broker_options({"namesrv": "127.0.0.1:9876", "topic": "T", "failOnDataLoss": "false"},
+                                streaming=True)  # fmt: skip
+    state = StreamOffsets(opts)
+    state.catalog = QueueCatalog(opts, fake)  # type: ignore[arg-type]
+    state.queues, state._routed_at = {"T/0": MessageQueue("T", "b", 0)}, time.monotonic()
+    assert state.latest({"T/0": 50}, 25) == {"T/0": 900}
+    strict = StreamOffsets(parse_broker_options({"namesrv": "127.0.0.1:9876", "topic": "T"}, streaming=True))
+    strict.catalog = QueueCatalog(strict.opts, fake)  # type: ignore[arg-type]
+    strict.queues, strict._routed_at = state.queues, time.monotonic()
+    assert strict.latest({"T/0": 50}, 25) == {"T/0": 75}  # the read of [50, 75) then fails as data loss
 
 
 def test_share_limit_is_fair_and_exact() -> None:

@@ -237,6 +237,7 @@ def test_options() -> None:
                       ({"path": "/s", "startingOffsets": "{"}, "startingOffsets"),
                       ({"path": "/s", "startTime": "yesterday"}, "startTime"),
                       ({"path": "/s", "topicPattern": "("}, "topicPattern"),
-                      ({"path": "/s", "maxPartitionBytes": "0"}, "maxPartitionBytes")]:  # fmt: skip
+                      ({"path": "/s", "maxPartitionBytes": "0"}, "maxPartitionBytes"),
+                      ({"path": "/s", "topic": "A"}, "a store read takes option topics")]:  # fmt: skip
         with pytest.raises(OptionError, match=word):
             parse_options(bad)

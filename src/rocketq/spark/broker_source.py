@@ -74,6 +74,10 @@ class DataLossError(RocketqError):
     """Messages a read needs are no longer on the broker (or were never stored there)."""
 
 
+class OffsetRangeError(RocketqError):
+    """An explicit offset past what a queue holds."""
+
+
 class BrokerLayoutError(RocketqError):
     """A topic the broker source cannot read as asked (no route, queues on several brokers)."""
 
@@ -116,12 +120,13 @@ def consumer_of(opts: BrokerOptions) -> BlockingPullConsumer:
 class QueueCatalog:
     """The queues of the source's topics and their offset bounds, asked of the broker (driver side)."""
 
-    def __init__(self, opts: BrokerOptions) -> None:
+    def __init__(self, opts: BrokerOptions, consumer: BlockingPullConsumer | None = None) -> None:
         self.opts = opts
+        self._consumer = consumer  # None: the process's (tests give their own)
 
     @property
     def consumer(self) -> BlockingPullConsumer:
-        return consumer_of(self.opts)
+        return self._consumer if self._consumer is not None else consumer_of(self.opts)
 
     def queues(self) -> dict[str, MessageQueue]:
         """``"topic/queueId"`` → queue, for every readable queue of the topics (and option ``queues``)."""
@@ -148,20 +153,47 @@ class QueueCatalog:
     def min_offsets(self, queues: dict[str, MessageQueue]) -> Offsets:
         return {k: self.consumer.min_offset(mq) for k, mq in queues.items()}
 
-    def resolve(self, queues: dict[str, MessageQueue], spec_of: Any) -> Offsets:
-        """Each queue's offset for a :class:`~rocketq.spark.options.OffsetSpec` (earliest/latest/explicit,
-        explicit offsets kept within the queue's bounds)."""
+    def resolve(self, queues: dict[str, MessageQueue], spec_of: Any, option: str) -> Offsets:
+        """Each queue's offset for a :class:`~rocketq.spark.options.OffsetSpec` of *option*: earliest is the
+        first message the broker still has (see :meth:`first_readable`), latest its max offset; an explicit
+        offset below the queue's min offset is data loss (failOnDataLoss), one past its max offset an error."""
         out: Offsets = {}
         for key, mq in queues.items():
             wanted = spec_of.for_queue(mq.topic, mq.queue_id)
-            if wanted == EARLIEST:
-                out[key] = self.consumer.min_offset(mq)
-            elif wanted == LATEST:
+            if wanted == LATEST:
                 out[key] = self.consumer.max_offset(mq)
+                continue
+            lo, hi = self.consumer.min_offset(mq), self.consumer.max_offset(mq)
+            if wanted == EARLIEST:
+                out[key] = self.first_readable(mq, lo, hi)
+            elif wanted > hi:
+                raise OffsetRangeError(f"option {option}: queue {key} ends at offset {hi} on the broker; it cannot "
+                                       f"be read from or to {wanted}")  # fmt: skip
+            elif wanted < lo:
+                text = f"option {option}: queue {key} now starts at offset {lo}: messages [{wanted}, {lo}) are gone"
+                if self.opts.fail_on_data_loss:
+                    raise DataLossError(f"{text}; read with option failOnDataLoss=false to skip them")
+                log.warning("rocketq: %s; reading from %d (failOnDataLoss=false)", text, lo)
+                out[key] = lo
             else:
-                lo, hi = self.consumer.min_offset(mq), self.consumer.max_offset(mq)
-                out[key] = min(max(wanted, lo), hi)
+                out[key] = wanted
         return out
+
+    def first_readable(self, mq: MessageQueue, lo: int, hi: int) -> int:
+        """The offset of the first message the broker can still serve in [*lo*, *hi*) (*hi* when none). A 4.9.4
+        broker whose retention deleted a queue's messages may still report a min offset below them; a read
+        from earliest starts past them, as nothing there could be read."""
+        offset = lo
+        for _ in range(64):  # a pull skips at least a consume-queue file's worth of removed units
+            if offset >= hi:
+                return hi
+            result = self.consumer.pull(mq, "*", offset, 1)
+            if result.messages:
+                return max(offset, min(m.queue_offset for m in result.messages))
+            if result.next_begin_offset <= offset:
+                return offset
+            offset = result.next_begin_offset
+        return offset
 
 
 def plan_batch(opts: BrokerOptions) -> list[QueueSlice]:
@@ -169,8 +201,8 @@ def plan_batch(opts: BrokerOptions) -> list[QueueSlice]:
     ``maxMessagesPerPartition``."""
     catalog = QueueCatalog(opts)
     queues = catalog.queues()
-    begin = catalog.resolve(queues, opts.starting)
-    end = catalog.resolve(queues, opts.ending)
+    begin = catalog.resolve(queues, opts.starting, "startingOffsets")
+    end = catalog.resolve(queues, opts.ending, "endingOffsets")
     slices = []
     step = opts.max_partition_messages
     for key, mq in queues.items():
@@ -247,7 +279,8 @@ def pull_slice(consumer: BlockingPullConsumer, part: QueueSlice, opts: BrokerOpt
                 offset = nxt
             continue
         if nxt > offset:
-            _loss(opts, part, offset, min(nxt, part.end), f"{result.status.name}, the queue now starts at {nxt}")
+            _loss(opts, part, offset, min(nxt, part.end),
+                  f"the broker has them no more (pull status {result.status.name}, next offset {nxt})")  # fmt: skip
             offset = nxt
         elif offset < result.min_offset:
             _loss(opts, part, offset, min(result.min_offset, part.end),
@@ -341,7 +374,7 @@ class StreamOffsets:
 
     def initial(self) -> Offsets:
         queues = self.refresh()
-        return sorted_offsets(self.catalog.resolve(queues, self.opts.starting))
+        return sorted_offsets(self.catalog.resolve(queues, self.opts.starting, "startingOffsets"))
 
     def fix_target(self) -> None:
         self.target = self.catalog.max_offsets(self.refresh())
@@ -356,10 +389,16 @@ class StreamOffsets:
         if self.target is not None:
             top = {k: min(v, self.target.get(k, start[k])) for k, v in top.items()}
         end: Offsets = dict(start)
-        available = {k: max(0, top[k] - start[k]) for k in top}
+        begin = dict(start)
+        if max_rows is not None and not self.opts.fail_on_data_loss:
+            # A queue whose head retention deleted past where the stream stands: the read skips the gap (with a
+            # warning), so the limit counts from the min offset, not one empty batch per limit's worth of it.
+            for k, lo in self.catalog.min_offsets(known).items():
+                begin[k] = max(begin[k], lo)
+        available = {k: max(0, top[k] - begin[k]) for k in top}
         if max_rows is not None:
             available = share_limit(available, max_rows)
         for k, n in available.items():
-            end[k] = start[k] + n
+            end[k] = max(begin[k] + n, start[k]) if n else start[k]
         end.update(self.catalog.min_offsets(new))
         return sorted_offsets(end)

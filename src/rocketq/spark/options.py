@@ -250,6 +250,10 @@ def parse_options(options: Mapping[str, str]) -> ScanOptions:
     if path is None:
         raise OptionError('option path: the store directory is required: .option("path", DIR) or .load(DIR)')
     topics_raw = _text(opts, "topics")
+    if topics_raw is None and _text(opts, "topic") is not None:
+        # the broker reader's spelling: ignoring it would read every topic of the store
+        raise OptionError('option topic is an option of broker reads; a store read takes option topics: '
+                          '.option("topics", "TopicA,TopicB")')  # fmt: skip
     topics = None
     if topics_raw is not None:
         topics = tuple(t.strip() for t in topics_raw.split(",") if t.strip())
