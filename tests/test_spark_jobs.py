@@ -166,6 +166,12 @@ def test_cli_errors(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert (store / "consumequeue").is_dir()  # a failed rebuild leaves the store as it was
     code, _, err = run(capsys, "spark", "query", store, "-q")
     assert code == 2 and "--key" in err
+    # an output that is the store, or inside it, is refused before anything is deleted (overwrite deleted it)
+    before = files_of(store)
+    for out in (store, store / "out", tmp_path):
+        code, _, err = run(capsys, "spark", "export", store, out, "--overwrite", "-q")
+        assert code == 1 and "overlaps the store" in err and len(err.strip().splitlines()) == 1
+    assert files_of(store) == before
     # a directory that is not a store (a mistyped path) is refused, and nothing is made in it
     other = tmp_path / "not-a-store"
     other.mkdir()

@@ -127,6 +127,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     store = str(store_directory(args.dir))
+    from rocketq.spark.export import check_out_apart
+
+    check_out_apart(store, str(args.out))  # before Spark starts: a quick refusal, nothing deleted
     with _session(args) as spark:
         from rocketq.spark.export import export
 

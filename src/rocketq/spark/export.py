@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rocketq.spark.options import OptionError
+
 FORMATS = ("parquet", "json")
 
 
@@ -42,6 +44,18 @@ def read_store(spark: Any, store: str, conf: str | None = None, options: Mapping
     return reader.load(str(store))
 
 
+def check_out_apart(store: str, out: str) -> None:
+    """Refuse an output directory that is the store, inside it or holds it: writing there (and with overwrite,
+    first deleting it) would destroy the store being read. A URI of another file system cannot overlap."""
+    if "://" in out and not out.startswith("file:"):
+        return
+    out_path = Path(out.removeprefix("file://").removeprefix("file:")).expanduser().resolve()
+    store_path = Path(store).expanduser().resolve()
+    if out_path == store_path or store_path in out_path.parents or out_path in store_path.parents:
+        raise OptionError(f"the output {out} overlaps the store {store} (the same directory, or one inside the "
+                          "other): writing there would destroy the store; give another directory")  # fmt: skip
+
+
 def export(spark: Any, store: str, out: str, *, fmt: str = "parquet", conf: str | None = None,
            options: Mapping[str, str] | None = None, overwrite: bool = False,
            progress: bool = False) -> ExportReport:  # fmt: skip
@@ -52,6 +66,7 @@ def export(spark: Any, store: str, out: str, *, fmt: str = "parquet", conf: str 
 
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    check_out_apart(store, out)
     df = read_store(spark, store, conf, options)
     df = df.withColumn("date", F.to_date(F.col("storeTimestamp")))
     writer = df.write.partitionBy("topic", "date").mode("overwrite" if overwrite else "errorifexists")
