@@ -502,6 +502,9 @@ def test_zeroed_page_ends_the_valid_data(tmp_path: Path) -> None:
         first_hit = min(r.wrote_offset for r in in_last if r.wrote_offset + r.wrote_bytes > last_file + page)
         assert cut == first_hit
         _consistent(store, sum(1 for r in results if r.wrote_offset < cut))
+    # The stale records after the zeroed page are cleared too: the search for them does not end at that page.
+    data = (tmp_path / "s" / "commitlog" / f"{last_file:020d}").read_bytes()
+    assert data[cut - last_file :].count(0) == len(data) - (cut - last_file)
 
 
 def test_dispatch_skips_an_unreadable_record_to_the_end_of_its_file_as_a_master_does(tmp_path: Path) -> None:
@@ -657,6 +660,25 @@ def test_golden_crashed_store_through_rocketq_store_recover(golden_crashed: Path
     assert cli_main(["store", "recover", str(root), "-c", str(conf)]) == 0
     out = capsys.readouterr().out
     assert "recovery         normal" in out and "truncated      nothing" in out
+
+
+def test_a_store_recovered_past_a_zeroed_page_verifies_clean(golden_clean: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Pages zeroed inside a record of the second of four commit-log files: recovery ends the log at that record,
+    clears the stale bytes after it to the end of its file (past the zeroed pages) and deletes the later files;
+    ``verify`` then finds no problem, the index entries of the truncated records being a note (RocketMQ leaves them
+    too)."""
+    root = copy_store(golden_clean / "store", tmp_path / "store")
+    conf = golden_clean / "broker.conf"
+    with open(root / "commitlog" / f"{1 << 20:020d}", "r+b") as fh:
+        fh.seek(10 * 4096)
+        fh.write(bytes(20 * 4096))
+    assert cli_main(["store", "recover", str(root), "-c", str(conf)]) == 0
+    capsys.readouterr()
+    assert cli_main(["store", "verify", str(root), "-c", str(conf)]) == 0
+    out = capsys.readouterr().out
+    assert "index entries point past the end of the commit log" in out and out.rstrip().endswith("OK")
+    assert (root / "commitlog" / f"{1 << 20:020d}").read_bytes().count(0) == 1 << 20
 
 
 def test_recover_command_reports_truncation_and_refuses_a_store_in_use(tmp_path: Path,

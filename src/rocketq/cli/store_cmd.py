@@ -1083,10 +1083,13 @@ class _Verifier:
         self.report.append(
             f"index           {len(files)} files, {entries_ok} entries point at a record with their key"
         )
-        if past_end:
+        if past_end and not self.clean:
             self.notes.append(
                 f"{past_end} index entries point past the recovered end (a broker re-indexes them)"
             )
+        elif past_end:
+            self.notes.append(f"{past_end} index entries point past the end of the commit log, at records an earlier "
+                              "recovery truncated (RocketMQ leaves them too; a key lookup checks the record it finds)")
 
     def _index_structure(self, name: str, ent: np.ndarray, heads: np.ndarray, slots: int) -> None:
         """Chains: each entry links to an older one of the same slot; each slot heads an entry of its own."""
@@ -1139,7 +1142,7 @@ class _Verifier:
         for n, (key_hash, phys) in enumerate(zip(ent["hash"].tolist(), ent["phys"].tolist(), strict=True)):
             if n == 0 or phys < cl_min:
                 continue
-            if phys >= self.end and not self.clean:
+            if phys >= self.end:  # re-indexed by a broker (unclean), or left by a truncation (as Java leaves them)
                 past_end += 1
                 continue
             if phys != cache_phys:

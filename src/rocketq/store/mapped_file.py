@@ -146,6 +146,9 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+_ZERO_STEP = 1 << 20  # zero_tail reads (and clears) this much at a time
+
+
 class MappedFile:
     """One mapped file of a :class:`MappedFileQueue`."""
 
@@ -381,28 +384,35 @@ class MappedFile:
             raise StoreError(f"cannot read {self.path}: {e.strerror}") from e
 
     def zero_tail(self, pos: int) -> int:
-        """Clear stale bytes after a truncation point, up to the first all-zero page.
+        """Clear the stale bytes after a truncation point, to the end of the file.
 
-        Java leaves them; clearing keeps a later scan from mistaking a truncated
-        (CRC-valid) record or unit for live data. Returns the number of bytes
-        cleared (of pages that held something). Read and written through the
-        descriptor (:meth:`read_through`), as recovery reads.
+        Java leaves them; clearing keeps a later scan from mistaking a truncated (CRC-valid) record or unit
+        for live data. Every byte after *pos* is looked at (a zeroed page inside the stale data, from a crash
+        or a damaged disk, does not end the search), a megabyte at a time, skipping the file's holes
+        (``SEEK_DATA``); only the parts that hold something are written. Returns the number of bytes cleared.
+        Read and written through the descriptor (:meth:`read_through`), as recovery reads.
         """
         size = self.file_size
         end = pos
         cleared = 0
         while end < size:
-            nxt = min(size, (end // OS_PAGE_SIZE + 1) * OS_PAGE_SIZE)
-            chunk = self.read_through(end, nxt - end)
-            if chunk.count(0) != len(chunk):
-                try:
-                    os.pwrite(self._fd, bytes(nxt - end), end)
-                except OSError as e:
-                    raise StoreError(f"cannot write to {self.path}: {e.strerror}") from e
-                cleared += nxt - end
-            elif end > pos:
+            try:
+                data = os.lseek(self._fd, end, os.SEEK_DATA)
+                hole = min(size, os.lseek(self._fd, data, os.SEEK_HOLE))
+            except OSError:  # ENXIO: nothing but holes from here (they read as zeros)
                 break
-            end = nxt
+            if data >= size:
+                break
+            while data < hole:
+                nxt = min(hole, (data // _ZERO_STEP + 1) * _ZERO_STEP)
+                if self.read_through(data, nxt - data).count(0) != nxt - data:
+                    try:
+                        os.pwrite(self._fd, bytes(nxt - data), data)
+                    except OSError as e:
+                        raise StoreError(f"cannot write to {self.path}: {e.strerror}") from e
+                    cleared += nxt - data
+                data = nxt
+            end = hole
         return cleared
 
     def commit(self, least_pages: int = 0) -> int:
