@@ -266,6 +266,7 @@ def test_errors_are_one_line(servers: ServersInThread, capsys: pytest.CaptureFix
     cases: list[tuple[list[str], str]] = [
         (["-n", "127.0.0.1:1", "topicList"], "rocketq: error: cannot reach name server 127.0.0.1:1: "),
         (["-n", "nohost", "topicList"], "rocketq: error: not a name server address (host:port): 'nohost'"),
+        (["-n", "127.0.0.1:99999", "topicList"], "rocketq: error: not a name server address (host:port): "),
         (["-n", servers.ns, "topicStatus", "-t", "Nope"], "rocketq: error: topic 'Nope' not found"),
         (["-n", servers.ns, "queryMsgByKey", "-t", "Nope", "-k", "k"], "rocketq: error: topic 'Nope' not found"),
         (["-n", servers.ns, "consumeMessage", "-t", "Nope"], "rocketq: error: topic 'Nope' not found"),

@@ -53,6 +53,19 @@ def test_settings_the_broker_does_not_use_are_named_with_what_they_nearly_spell(
         load_broker_config(conf)
 
 
+def test_a_name_server_address_that_is_not_host_port_is_refused(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    for bad in ("garbage", "127.0.0.1:9876;127.0.0.1:99999"):
+        conf.write_text(f"brokerName=b\nnamesrvAddr={bad}\n")
+        with pytest.raises(BrokerConfigError, match=r"namesrvAddr: '[^']+' is not host:port"):
+            load_broker_config(conf)
+    conf.write_text("brokerName=b\n")
+    with pytest.raises(BrokerConfigError, match="namesrvAddr: 'x:y' is not host:port"):
+        load_broker_config(conf, namesrv_addr="x:y")  # as -n gives it
+    assert load_broker_config(conf, namesrv_addr="127.0.0.1:9876;[::1]:9877")[0].namesrv_addrs() == [
+        "127.0.0.1:9876", "[::1]:9877"]
+
+
 def test_broker_conf_sets_broker_and_store(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerClusterName = C1\nbrokerName=b-1\nbrokerId=0\nlistenPort=20911\n"

@@ -21,6 +21,7 @@ from typing import Any
 
 from rocketq.common.errors import RocketqError
 from rocketq.common.java_settings import broker_java_only_settings, parse_like
+from rocketq.common.net import parse_address
 from rocketq.store.store_config import PROPERTY_ALIASES, MessageStoreConfig, parse_properties
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,7 @@ def broker_config_from_properties(props: dict[str, str], **overrides: Any
             raise BrokerConfigError(f"unknown broker setting {name!r}")
     sync_store_config(broker, store)
     _check_ports(broker)
+    _check_namesrv_addrs(broker)
     check_role(broker)
     return broker, store
 
@@ -234,6 +236,15 @@ def _check_ports(broker: BrokerConfig) -> None:
         raise BrokerConfigError(f"listenPort: {broker.listen_port} leaves no port for old clients (listenPort - 2)")
     if not 0 <= broker.ha_listen_port <= 65535:
         raise BrokerConfigError(f"haListenPort: not a port (0 to 65535): {broker.ha_listen_port}")
+
+
+def _check_namesrv_addrs(broker: BrokerConfig) -> None:
+    for addr in broker.namesrv_addrs():
+        try:
+            parse_address(addr)
+        except ValueError:
+            raise BrokerConfigError(f"namesrvAddr: {addr!r} is not host:port (name servers are separated by ';', "
+                                    "e.g. 127.0.0.1:9876;127.0.0.1:9877)") from None
 
 
 def sync_store_config(broker: BrokerConfig, store: MessageStoreConfig) -> None:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from rocketq.client.errors import ClientError
 from rocketq.common.acl import SessionCredentials
+from rocketq.common.net import parse_address
 from rocketq.remoting.codes import LanguageCode, MQVersion
-from rocketq.remoting.transport import parse_address
 
 __all__ = ["DEFAULT_INSTANCE_NAME", "ClientConfig", "local_ip", "resolve_namesrv_addrs"]
 
@@ -42,7 +42,8 @@ def resolve_namesrv_addrs(addr: str | None = None) -> list[str]:
             if addrs:
                 return addrs
     raise ClientError(
-        "no name server address: pass namesrv_addr (e.g. '127.0.0.1:9876') or set NAMESRV_ADDR"
+        "no name server address: give one (-n 127.0.0.1:9876 on the command line, namesrv_addr in code) or set "
+        "NAMESRV_ADDR"
     )
 
 

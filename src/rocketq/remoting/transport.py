@@ -41,6 +41,7 @@ import os
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Protocol, TypeAlias, cast
 
+from rocketq.common.net import parse_address
 from rocketq.remoting.codec import FRAME_MAX_LENGTH, FrameDecoder
 from rocketq.remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, SerializeType, request_code_name
 from rocketq.remoting.command import RemotingCommand, make_response_for
@@ -82,14 +83,6 @@ _FLUSH_BYTES = 256 * 1024
 #: shrinking mremap and a munmap, with a page fault for each 4 KiB received: 35-50 us more a read of a 34 KB
 #: batch than a read into a buffer already there, in system time no profiler of Python code shows.
 _READ_SIZE = 64 * 1024
-
-
-def parse_address(addr: str) -> tuple[str, int]:
-    """``"127.0.0.1:9876"`` → ``("127.0.0.1", 9876)``; ``"[::1]:9876"`` works too."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"not a host:port address: {addr!r}")
-    return host.strip("[]"), int(port)
 
 
 def _format_peer(peer: Any) -> str:

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+from rocketq.common.net import parse_address
 from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
 from rocketq.store.flush_service import ServiceThread
 
@@ -64,14 +65,6 @@ RECONNECT_WAIT_S = 5.0
 CONNECT_TIMEOUT_S = 3.0
 #: How often puts waiting on a slave (asyncio) look at their deadlines when no acknowledgement comes.
 ROUND_TICK_S = 0.05
-
-
-def parse_address(addr: str) -> tuple[str, int]:
-    """``host:port`` (the last colon splits, so a bare IPv6 address with a port works) → (host, port)."""
-    host, sep, port = addr.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"not an address host:port: {addr!r}")
-    return host.strip("[]"), int(port)
 
 
 def _now_ms() -> int:
