@@ -118,6 +118,10 @@ def test_a_slave_leaves_a_readers_offset_as_asked_unless_offset_check_in_slave(g
         assert bad.status is GetMessageStatus.OFFSET_OVERFLOW_BADLY
         assert bad.next_begin_offset == (355 if check_in_slave else 400)
         assert store.get_message("g", "GoldenTopicA", 0, 10, 1).next_begin_offset == 11  # found: as on a master
+        # a queue this store has never had (a slave that joined after its messages' files): the same rule, not 0
+        none = store.get_message("g", "NeverHere", 3, 10, 32)
+        assert (none.status, none.next_begin_offset) == (GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+                                                         0 if check_in_slave else 10)  # fmt: skip
     finally:
         store.close()
 

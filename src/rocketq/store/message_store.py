@@ -1405,14 +1405,15 @@ class MessageStore:
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
                     message_filter: MessageFilter | None = None) -> GetMessageResult:  # fmt: skip
         """Read up to *max_count* records of a queue from *offset* (``getMessage``)."""
+        # nextOffsetCorrection: where a read that found nothing there sends the reader next. A slave leaves the
+        # offset as it was asked (unless offsetCheckInSlave): its master corrects offsets. A slave that joined
+        # late has no queue for messages only older files held: the same rule (Java makes the queue, empty).
+        correct = not self._slave or self.config.offset_check_in_slave
         cq = self.find_consume_queue(topic, queue_id, create=False)
         if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0 if correct else offset, 0, 0)
         min_offset = cq.get_min_offset_in_queue()
         max_offset = cq.get_max_offset_in_queue()
-        # nextOffsetCorrection: where a read that found nothing there sends the reader next. A slave leaves the
-        # offset as it was asked (unless offsetCheckInSlave): its master corrects offsets.
-        correct = not self._slave or self.config.offset_check_in_slave
         if max_offset == 0:
             return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0 if correct else offset, min_offset,
                                     max_offset)  # fmt: skip
