@@ -769,6 +769,33 @@ def test_sync_flush_returns_only_once_on_disk_and_shares_flushes(tmp_path: Path)
         assert gc.flush_rounds < gc.requests_done  # some flushes covered several puts
 
 
+def test_a_put_that_does_not_wait_for_its_store_is_flushed_soon_after(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``WAIT=false`` (Java's waitStoreMsgOK) under SYNC_FLUSH: the put answers at once, not waiting for the
+    group commit, which flushes it soon after anyway (``submitFlushRequest`` wakes it), with no one waiting."""
+    with MessageStore(small_config(tmp_path / "s", flush_disk_type=SYNC_FLUSH)) as store:
+        assert store.services is not None and store.services.group_commit is not None
+        gc = store.services.group_commit
+        slow = threading.Event()
+        real = gc.do_commit
+
+        def held_commit() -> None:
+            slow.wait(2)  # a round only once the test lets it: the put cannot have waited for one
+            real()
+
+        monkeypatch.setattr(gc, "do_commit", held_commit)
+        msg = store.to_message_ext(Message("NoWait", b"x", 0, {}), 0)
+        msg.wait_store_msg_ok = False
+        t0 = time.monotonic()
+        r = store.put_message(msg)
+        assert r.ok and time.monotonic() - t0 < 1.0 and store.get_flushed_offset() < r.wrote_offset + r.wrote_bytes
+        slow.set()
+        deadline = time.monotonic() + 5
+        while store.get_flushed_offset() < r.wrote_offset + r.wrote_bytes:
+            assert time.monotonic() < deadline, "the put was never flushed"
+            time.sleep(0.01)
+
+
 def test_sync_flush_timeout_and_the_data_stays_queued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with MessageStore(small_config(tmp_path / "s", flush_disk_type=SYNC_FLUSH, sync_flush_timeout=200)) as store:
         blocked = BlockedFlush(monkeypatch)

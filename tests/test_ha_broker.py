@@ -24,6 +24,7 @@ from rocketq.client.pull_consumer import PullConsumer
 from rocketq.client.pull_result import PullStatus
 from rocketq.client.send_result import SendStatus
 from rocketq.common.message import Message
+from rocketq.common.message_id import decode_offset_message_id
 from rocketq.namesrv.namesrv_controller import NamesrvController
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import create_request
@@ -161,6 +162,11 @@ def test_sync_master_answers_once_the_slave_holds_the_message(tmp_path: Path) ->
                 # No slave yet: stored, but the send says so.
                 r = await producer.send(Message(TOPIC, b"alone", 0, {}))
                 assert r.status is SendStatus.SLAVE_NOT_AVAILABLE
+                # unless the message does not wait for its store (WAIT=false: Java's waitStoreMsgOK), as 4.9.4
+                r = await producer.send(Message(TOPIC, b"no wait", 0, {"WAIT": "false"}))
+                assert r.status is SendStatus.SEND_OK
+                stored = master.store.look_message_by_offset(decode_offset_message_id(r.offset_msg_id)[1])
+                assert stored is not None and "WAIT" not in stored.properties  # not stored, as before
                 async with running_broker(tmp_path / "s", namesrvAddr=namesrv.address, brokerRole="SLAVE",
                                           brokerId="1") as slave:  # fmt: skip
                     ha = master.store.ha_service

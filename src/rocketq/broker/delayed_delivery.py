@@ -260,6 +260,7 @@ class DelayedDeliveryService:
         if copy.topic == RMQ_SYS_TRANS_HALF_TOPIC:
             log.error("[BUG] the real topic of the parked message at %d is %s: discarded", parked_at, copy.topic)
             return None
+        copy.wait_store_msg_ok = False  # messageTimeup: a delivery waits for no flush and no slave
         result = self.controller.put_message_sync(copy)
         if result.status in STORED:
             with self._count_lock:

@@ -371,7 +371,9 @@ class SendMessageProcessor:
             hashmap_ordered(batch_props))))  # fmt: skip
         batch = MessageExtBatch(topic, queue_id, flags, bodies, stored, properties_of_bytes(stored), sys_flag,
                                 header.born_timestamp, born_host_of(conn), ctl.store_host, header.reconsume_times or 0,
-                                sent_size=len(request.body or b""))
+                                sent_size=len(request.body or b""),
+                                wait_store_msg_ok=batch_props.get(PROPERTY_WAIT_STORE_MSG_OK, "true").strip().lower()
+                                == "true")  # fmt: skip
         return self._answer(ctl.put_messages_now(batch), request, queue_id, None)
 
     # --- result ---------------------------------------------------------------------------------------
@@ -489,7 +491,7 @@ class SendMessageProcessor:
             topic=new_topic, body=original.body, flag=original.flag,
             properties=hashmap_ordered(props), queue_id=queue_id, sys_flag=original.sys_flag,
             born_timestamp=original.born_timestamp, born_host=original.born_host, store_host=original.store_host,
-            reconsume_times=original.reconsume_times + 1,
+            reconsume_times=original.reconsume_times + 1, wait_store_msg_ok=False,
         )  # fmt: skip
         result = await ctl.put_message(msg)
         if result.status is PutMessageStatus.PUT_OK:

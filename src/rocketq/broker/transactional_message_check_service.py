@@ -112,7 +112,7 @@ class TransactionalMessageCheckListener:
         inner = MessageExt(topic=cfg.topic_name, body=msg.body, flag=msg.flag,
                            queue_id=random.randrange(99999999) % TCMT_QUEUE_NUMS, sys_flag=msg.sys_flag,
                            born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=msg.store_host,
-                           reconsume_times=msg.reconsume_times)  # fmt: skip
+                           reconsume_times=msg.reconsume_times, wait_store_msg_ok=False)  # fmt: skip
         with_properties(inner, dict(msg.properties))
         result = await ctl.put_message(inner)
         if result.status is PutMessageStatus.PUT_OK:

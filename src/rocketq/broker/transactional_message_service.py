@@ -177,6 +177,7 @@ class TransactionalMessageService:
                           reconsume_times=msg.reconsume_times)  # fmt: skip
         with_properties(copy, dict(msg.properties))
         with_properties(msg, {**msg.properties, PROPERTY_WAIT_STORE_MSG_OK: "false"})
+        copy.wait_store_msg_ok = False
         return copy
 
     def renew_immunity_half_message(self, msg: MessageExt) -> MessageExt:
@@ -212,6 +213,7 @@ class TransactionalMessageService:
                         born_timestamp=_now_ms(), born_host=host, store_host=host)  # fmt: skip
         props = {PROPERTY_TAGS: REMOVE_TAG, PROPERTY_WAIT_STORE_MSG_OK: "true"}
         op.properties = hashmap_ordered(props)
+        op.wait_store_msg_ok = False  # makeOpMessageInner: the stored WAIT is the Message's, the put waits not
         result = await ctl.put_message(op)
         if result.status is not PutMessageStatus.PUT_OK:
             log.error("Transaction op message write failed. half offset %d, queueId %d: %s", half.queue_offset,

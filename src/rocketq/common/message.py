@@ -171,6 +171,9 @@ class MessageExt:
     magic: int = 0
     properties_bytes: bytes | None = None
     properties_parsed: bool = field(default=False, compare=False, repr=False)
+    #: ``isWaitStoreMsgOK``: whether the put waits for its flush (SYNC_FLUSH) and its slave (SYNC_MASTER); a
+    #: broker takes it from the producer's ``WAIT`` property, which it does not store
+    wait_store_msg_ok: bool = field(default=True, compare=False, repr=False)
 
     @property
     def tags(self) -> str | None:
@@ -239,6 +242,8 @@ class MessageExtBatch:
     #: The length of the batch as its producer sent it (the request body), which ``maxMessageSize`` limits;
     #: -1: worked out from the columns (:meth:`wire_size`).
     sent_size: int = -1
+    #: ``isWaitStoreMsgOK`` of the batch (see :attr:`MessageExt.wait_store_msg_ok`)
+    wait_store_msg_ok: bool = True
 
     def __len__(self) -> int:
         return len(self.bodies)

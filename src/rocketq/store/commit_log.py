@@ -141,7 +141,7 @@ class PutMessageResult:
     """
 
     __slots__ = ("_ids", "_offsets", "_records", "error", "logics_offset", "msg_num", "status", "store_timestamp",
-                 "wrote_bytes", "wrote_offset")  # fmt: skip
+                 "wait", "wrote_bytes", "wrote_offset")  # fmt: skip
 
     def __init__(self, status: PutMessageStatus, wrote_offset: int = -1, wrote_bytes: int = 0, msg_id: str = "",
                  store_timestamp: int = 0, logics_offset: int = -1, msg_num: int = 0,
@@ -158,6 +158,7 @@ class PutMessageResult:
         self._records = records  # (store host, offset) of each record appended
         self._offsets = offsets  # or: one store host and the offsets of the records (a batch)
         self._ids = msg_ids if msg_ids is not None else ([msg_id] if msg_id else None)
+        self.wait = True  # the put waits for its flush and its slave (the message's WAIT; set by the store)
 
     @property
     def ok(self) -> bool:

@@ -230,6 +230,7 @@ class GroupCommitService(ServiceThread):
         self.checkpoint = checkpoint
         self._lock = threading.Lock()  # guards the waiters of the next round
         self._requests: list[GroupCommitRequest] = []
+        self._flush_asked = False  # flush_soon: a round flushes even with nobody waiting
         # Per event loop: the future of the next round, its syncFlushTimeout timer, the tasks waiting on it.
         self._rounds: dict[asyncio.AbstractEventLoop, _LoopRound] = {}
         self._round = threading.Lock()  # held while a flush round runs
@@ -519,12 +520,19 @@ class GroupCommitService(ServiceThread):
                 helper.loop.call_soon_threadsafe(self._hand_back, self.queue.flushed_where)
             helper.close()
 
+    def flush_soon(self) -> None:
+        """A put that does not wait for its flush (``WAIT=false``) was appended: the next round flushes it,
+        waiters or not (Java's ``submitFlushRequest`` wakes the service)."""
+        self._flush_asked = True
+        self.wakeup()
+
     def do_commit(self) -> None:
         """One round: take the waiters, flush all that was appended, end their waits."""
         with self._lock:
             reqs, self._requests = self._requests, []
             rounds, self._rounds = self._rounds, {}
-        if not reqs and not rounds:
+        asked, self._flush_asked = self._flush_asked, False
+        if not reqs and not rounds and not asked:
             return
         queue = self.queue
         # Everything appended so far, which includes the records of every waiter taken above.

@@ -1091,17 +1091,21 @@ class MessageStore:
         """:meth:`to_message_ext` of a message's parts, taking *props* over (it is changed: the caller's own map,
         as a send's freshly parsed properties are, spares a copy). A broker storing a producer's send passes
         ``add_uniq_key=False``: a 4.9.4 broker stores what the producer sent, with an id or without."""
+        wait = props.get(PROPERTY_WAIT_STORE_MSG_OK)
         if not keep_wait:
             props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
         if add_uniq_key and PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:  # an id is made only when wanted
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._uniq.next_id()
         props[PROPERTY_CLUSTER] = self.config.broker_cluster_name
         store_host = self.config.store_host
-        return MessageExt(
+        msg = MessageExt(
             topic, body, flag, hashmap_ordered(props), queue_id, sys_flag,
             now_ms() if born_timestamp is None else born_timestamp, born_host or store_host, 0, store_host,
             reconsume_times,
         )  # fmt: skip
+        if wait is not None and wait.strip().lower() != "true":  # isWaitStoreMsgOK: Boolean.parseBoolean, true if unset
+            msg.wait_store_msg_ok = False
+        return msg
 
     def _validate(self, topic: str, queue_id: int) -> PutMessageResult | None:
         """Why messages of one queue cannot be put now (``checkStoreStatus`` + ``checkMessage``), or None. The
@@ -1127,11 +1131,13 @@ class MessageStore:
                 self._checked_queues[key] = self.topic_config_manager.get(topic)
         return None
 
-    def _counted(self, result: PutMessageResult) -> PutMessageResult:
+    def _counted(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
         """*result* of the commit log, a failure counted (``putMessageFailedTimes``: not the refusals of the
-        checks before the commit log, as in Java)."""
+        checks before the commit log, as in Java), and whether the put waits (*wait*: ``isWaitStoreMsgOK``)."""
         if result.status is not PutMessageStatus.PUT_OK:
             self.put_failed_times += 1
+        elif not wait:
+            result.wait = False
         return result
 
     def _append(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
@@ -1143,7 +1149,7 @@ class MessageStore:
         bad = self._validate(msg.topic, msg.queue_id)
         if bad is not None:
             return bad
-        return self._counted(self.commit_log.put_message(msg))
+        return self._counted(self.commit_log.put_message(msg), msg.wait_store_msg_ok)
 
     def _append_batch(self, msgs: list[MessageExt | Message] | MessageExtBatch,
                       queue_id: int | None = None) -> PutMessageResult:  # fmt: skip
@@ -1172,7 +1178,7 @@ class MessageStore:
         bad = self._validate(topic, qid)
         if bad is not None:
             return bad
-        return self._counted(self.commit_log.put_messages(exts))
+        return self._counted(self.commit_log.put_messages(exts), first.wait_store_msg_ok)
 
     def _append_message_batch(self, batch: MessageExtBatch, queue_id: int | None = None) -> PutMessageResult:
         """:meth:`_append_batch` of a batch held column by column: the same checks, each a pass in C."""
@@ -1187,7 +1193,7 @@ class MessageStore:
         bad = self._validate(batch.topic, batch.queue_id)
         if bad is not None:
             return bad
-        return self._counted(self.commit_log.put_message_batch(batch))
+        return self._counted(self.commit_log.put_message_batch(batch), batch.wait_store_msg_ok)
 
     def put_message(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
         """Append one message; a plain :class:`Message` is wrapped by :meth:`to_message_ext`.
@@ -1233,7 +1239,7 @@ class MessageStore:
         flushed = self._flushed(result)
         if flushed is not None:  # awaited here, not in a coroutine of its own: one frame fewer to resume a put
             _set_flush_status(result, await flushed)
-        if self._sync_master and result.status is PutMessageStatus.PUT_OK:
+        if self._sync_master and result.status is PutMessageStatus.PUT_OK and result.wait:
             result.status = await self._transferred(result)
         return result
 
@@ -1256,14 +1262,23 @@ class MessageStore:
         return self._settled(result) if self._waits_for(result) else result
 
     def _waits_for(self, result: PutMessageResult) -> bool:
+        if not result.wait:
+            self._flush_soon(result)
+            return False
         return result.ok and (self._sync_flush or self._sync_master)
+
+    def _flush_soon(self, result: PutMessageResult) -> None:
+        """A put that does not wait (``WAIT=false``) under SYNC_FLUSH: its flush is asked for, not awaited, as
+        Java's ``submitFlushRequest`` wakes the group commit service."""
+        if self._sync_flush and result.ok and self.services is not None and self.services.group_commit is not None:
+            self.services.group_commit.flush_soon()
 
     async def _settled(self, result: PutMessageResult) -> PutMessageResult:
         """*result* once flushed and replicated as the store's modes ask (asyncio)."""
         flushed = self._flushed(result)
         if flushed is not None:
             _set_flush_status(result, await flushed)
-        if self._sync_master and result.status is PutMessageStatus.PUT_OK:
+        if self._sync_master and result.status is PutMessageStatus.PUT_OK and result.wait:
             result.status = await self._transferred(result)
         return result
 
@@ -1278,6 +1293,9 @@ class MessageStore:
         """For asyncio code under SYNC_FLUSH: the wait for the group commit round that covers *result*'s record
         (:meth:`GroupCommitService.wait_flushed`), or None when there is nothing to wait for."""
         if not (self._sync_flush and result.ok):
+            return None
+        if not result.wait:
+            self._flush_soon(result)
             return None
         gc = self._group_commit()
         if gc is None:
@@ -1294,7 +1312,9 @@ class MessageStore:
 
     def _wait_flushed(self, result: PutMessageResult) -> PutMessageResult:
         """``handleDiskFlush`` of a blocking put under SYNC_FLUSH: block until the record is on disk."""
-        if result.ok:
+        if not result.wait:
+            self._flush_soon(result)
+        elif result.ok:
             gc = self._group_commit()
             if gc is not None:
                 _set_flush_status(result, gc.commit_and_wait(result.wrote_offset + result.wrote_bytes,
@@ -1305,12 +1325,14 @@ class MessageStore:
         """:meth:`_wait_flushed` (and, on a SYNC_MASTER, :meth:`_wait_transferred`) as a
         ``concurrent.futures.Future`` that the group commit (and a slave's acknowledgement) completes."""
         fut: Future[PutMessageResult] = Future()
-        gc = self._group_commit() if self._sync_flush and result.ok else None
+        gc = self._group_commit() if self._sync_flush and result.ok and result.wait else None
         if gc is None:
+            if not result.wait:
+                self._flush_soon(result)
             fut.set_result(result)
         else:
             gc.submit(result.wrote_offset + result.wrote_bytes, result, fut)
-        if not self._sync_master or not result.ok:
+        if not self._sync_master or not result.ok or not result.wait:
             return fut
         if fut.done():
             return self._transfer_future(fut.result())
@@ -1340,7 +1362,7 @@ class MessageStore:
 
     def _wait_transferred(self, result: PutMessageResult) -> PutMessageResult:
         """A blocking SYNC_MASTER put: wait until a slave holds its records (or the slave timeout)."""
-        if result.status is not PutMessageStatus.PUT_OK:
+        if result.status is not PutMessageStatus.PUT_OK or not result.wait:
             return result
         return self._transfer_future(result).result()
 
