@@ -60,6 +60,7 @@ def test_update_broker_config_changes_what_get_broker_config_shows(tmp_path: Pat
             assert f"pullMessageThreadPoolNums={16 + cores * 2}" in lines and "serverSelectorThreads=3" in lines
             assert "clientWorkerThreads=4" in lines and "enableConsumeQueueExt=false" in lines
             assert f"storePathCommitLog={tmp_path / 's' / 'commitlog'}" in lines
+            assert f"haListenPort={broker.store.ha_service.port}" in lines  # type: ignore[union-attr]
             assert not any(x.endswith("=None") for x in lines)
             body = b"sendMessageThreadPoolNums=7\ncommercialEnable=FALSE\nserverWorkerThreads=lots\n"
             r = await client.invoke(create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, body))

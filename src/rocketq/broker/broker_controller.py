@@ -645,6 +645,8 @@ class BrokerController:
             if value is not None:  # Java's Properties leave a null out
                 props[name] = _text(value)
         props["storePathCommitLog"] = str(self.store_config.commit_log_path)  # the path in use, as Java shows it
+        # the HA port in use (a master's), else listenPort + 1, as BrokerStartup sets it (a slave's shows it too)
+        props["haListenPort"] = str(self.broker_config.ha_listen_port or self.broker_config.listen_port + 1)
         for name, f in BrokerConfig.property_names().items():
             value = getattr(self.broker_config, f.name)
             if value is not None:
