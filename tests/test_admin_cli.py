@@ -359,6 +359,14 @@ def test_group_offset_and_config_verbs(servers: ServersInThread, capsys: pytest.
     code, out, _ = admin(capsys, "-n", ns, "getBrokerConfig", "-c", "DefaultCluster")
     assert f"============{broker}============" in out and any(
         line.split() == ["fileReservedTime", "=", "33"] for line in out.splitlines())  # fmt: skip
+    # the broker answers success whatever it made of it (as Java's): the tool reads it back and says
+    code, _, err = admin(capsys, "-n", ns, "updateBrokerConfig", "-b", broker, "-k", "nonsenseKey", "-v", "1")
+    assert code == 1 and "nonsenseKey is not a setting of this broker" in err
+    code, _, err = admin(capsys, "-n", ns, "updateBrokerConfig", "-b", broker, "-k", "maxMessageSize", "-v", "abc")
+    assert code == 1 and "maxMessageSize is still 4194304: 'abc' does not parse" in err
+    code, out, _ = admin(capsys, "-n", ns, "updateBrokerConfig", "-b", broker, "-k", "checkCRCOnRecover", "-v",
+                         "TRUE")  # fmt: skip
+    assert code == 0 and "success" in out
 
     code, out, _ = admin(capsys, "-n", ns, "topicClusterList", "-t", "ResetT")
     assert out.split() == ["DefaultCluster"]

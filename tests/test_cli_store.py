@@ -284,6 +284,9 @@ def test_query_by_key(capsys: pytest.CaptureFixture[str]) -> None:
         capsys, "store", "query", CLEAN, "--topic", "GoldenTopicB", "--key", "shared", "--max", "10"
     )
     assert code == 0 and len(out.splitlines()) == 10
+    # more than a query gives: the 64 of maxMsgsNumBatch, and a note that says so (142 have the key)
+    code, out, err = run(capsys, "store", "query", CLEAN, "--topic", "GoldenTopicA", "--key", "order-1", "--max", "1000")
+    assert code == 0 and len(out.splitlines()) == 64 and "at most maxMsgsNumBatch=64" in err
     code, _, err = run(capsys, "store", "query", CLEAN, "--topic", "GoldenTopicB", "--key", "nope")
     assert code == 1 and "nope" in one_error_line(err)
 

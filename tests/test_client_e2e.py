@@ -1078,6 +1078,14 @@ def test_cli_produce_and_consume(cluster: Cluster) -> None:
     assert short.returncode == 1 and "consumed 0 of 1" in short.stderr
     bad = _rocketq("produce", "-n", ns, "-t", "bad topic!", "--count", "1")
     assert bad.returncode == 1 and "illegal characters" in bad.stderr
+    # usage mistakes are usage errors, before anything is sent or read
+    for argv, says in [(("produce", "--count", "0"), "--count: must be at least 1"),
+                       (("produce", "--timeout", "0"), "--timeout: must be more than 0 seconds"),
+                       (("produce", "--body-size", "0"), "--body-size: must be at least 1"),
+                       (("consume", "-g", group, "--timeout", "-3"), "--timeout: must be more than 0 seconds"),
+                       (("consume", "-g", group, "--timestamp", "5"), "give --from timestamp too")]:  # fmt: skip
+        wrong = _rocketq(argv[0], "-n", ns, "-t", topic, *argv[1:])
+        assert wrong.returncode == 2 and says in wrong.stderr and "Traceback" not in wrong.stderr, (argv, wrong.stderr)
     with contextlib.suppress(Exception):
         cluster.notes["cli"] = produced.stdout.strip()
 

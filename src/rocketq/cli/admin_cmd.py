@@ -28,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rocketq.cli.args import add_credentials, credentials, non_negative, positive
+from rocketq.cli.args import add_credentials, credentials, non_negative, positive, seconds
 from rocketq.client.admin import (
     RETRY_GROUP_TOPIC_PREFIX,
     TOOLS_CONSUMER_GROUP,
@@ -697,11 +697,34 @@ def _update_broker_config_options(p: argparse.ArgumentParser) -> None:
       "rocketq admin -n 127.0.0.1:9876 updateBrokerConfig -c DefaultCluster -k fileReservedTime -v 24")  # fmt: skip
 async def update_broker_config(admin: MQAdmin, args: argparse.Namespace) -> None:
     addrs = await admin.update_broker_config(args.key, args.value, broker_addr=args.broker_addr, cluster=args.cluster)
+    # A broker answers success whatever it made of the setting (Java's Configuration.update skips an unknown key
+    # or a value that does not parse in silence): read it back, and say where it did not take.
+    problems = []
+    for addr in addrs:
+        now = (await admin.broker_config(addr)).get(args.key)
+        if now is None:
+            problems.append(f"{addr}: {args.key} is not a setting of this broker (ignored; see getBrokerConfig)")
+        elif not _same_setting(now, args.value):
+            problems.append(f"{addr}: {args.key} is still {now}: {args.value!r} does not parse as its value, or the "
+                            "setting cannot change while the broker runs")  # fmt: skip
+    if problems:
+        raise AdminError("; ".join(problems))
     if args.json:
         _emit_json({"brokers": addrs, args.key: args.value})
         return
     for addr in addrs:
         print(f"update broker config success, {addr}")
+
+
+def _same_setting(shown: str, given: str) -> bool:
+    """Whether getBrokerConfig's *shown* value is *given* as Java parses it (true/false in any case, 024 = 24)."""
+    a, b = shown.strip(), given.strip()
+    if a == b or a.lower() == b.lower():
+        return True
+    try:
+        return int(a) == int(b)
+    except ValueError:
+        return False
 
 
 @options("producerConnection")
@@ -1059,7 +1082,7 @@ def _common(p: argparse.ArgumentParser, *, top: bool) -> None:
                    help="name server address(es), host:port separated by ';' (default: $NAMESRV_ADDR)")  # fmt: skip
     p.add_argument("--json", action="store_true", default=False if top else argparse.SUPPRESS,
                    help="print JSON instead of a table")  # fmt: skip
-    p.add_argument("--timeout", type=float, default=5.0 if top else argparse.SUPPRESS, metavar="SECONDS",
+    p.add_argument("--timeout", type=seconds, default=5.0 if top else argparse.SUPPRESS, metavar="SECONDS",
                    help="time allowed for each call (default 5)")  # fmt: skip
     add_credentials(p, default=default)
 

@@ -9,7 +9,7 @@ from typing import Any
 from rocketq.common.acl import SessionCredentials
 from rocketq.common.errors import RocketqError
 
-__all__ = ["add_credentials", "credentials", "non_negative", "port", "positive"]
+__all__ = ["add_credentials", "credentials", "non_negative", "port", "positive", "seconds"]
 
 
 def non_negative(text: str) -> int:
@@ -28,6 +28,17 @@ def positive(text: str) -> int:
     value = non_negative(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A duration in seconds, above 0 (a timeout of 0 or less would fail every wait, blamed on the server)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:  # (NaN too)
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {text}")
     return value
 
 

@@ -26,8 +26,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from rocketq.cli.args import add_credentials, credentials, positive
+from rocketq.cli.args import add_credentials, credentials, positive, seconds
 from rocketq.cli.signals import stop_signals
+from rocketq.cli.store_cmd import CommandError
 from rocketq.client import (
     EXPRESSION_TYPE_SQL92,
     ClientConfig,
@@ -66,18 +67,19 @@ def register_produce(groups: argparse._SubParsersAction) -> None:  # type: ignor
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_namesrv(p)
-    p.add_argument("--count", type=int, default=1, help="messages to send (default 1)")
-    p.add_argument("--body-size", type=int, default=128, metavar="B", help="body size in bytes (default 128)")
+    p.add_argument("--count", type=positive, default=1, help="messages to send (default 1)")
+    p.add_argument("--body-size", type=positive, default=128, metavar="B", help="body size in bytes (default 128)")
     p.add_argument("--body", default=None, help="body text instead of a generated one ({i}: message number)")
     p.add_argument("--tags", default=None, help="tag of every message ({i}: message number)")
     p.add_argument("--keys", default=None, help="keys, space-separated ({i}: message number)")
     p.add_argument("--property", action="append", default=[], metavar="K=V",
                    help="a user property (repeatable; {i} in V: message number)")  # fmt: skip
-    p.add_argument("--batch", type=int, default=1, metavar="N", help="messages per request (default 1: no batching)")
+    p.add_argument("--batch", type=positive, default=1, metavar="N",
+                   help="messages per request (default 1: no batching)")  # fmt: skip
     p.add_argument("--inflight", type=positive, default=1, metavar="N",
                    help="requests in flight at once (default 1: one after another)")  # fmt: skip
     p.add_argument("-g", "--group", default=DEFAULT_PRODUCER_GROUP, help=f"producer group ({DEFAULT_PRODUCER_GROUP})")
-    p.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for each send (default 3)")
+    p.add_argument("--timeout", type=seconds, default=3.0, help="seconds to wait for each send (default 3)")
     p.add_argument("--compress-type", choices=("ZLIB", "LZ4", "ZSTD"), default="ZLIB", type=str.upper,
                    help="how bodies of 4 KiB or more are compressed (default ZLIB; LZ4 and ZSTD, RocketMQ 5's, need "
                    "pip install rocketq[compression], and 4.x consumers cannot read them)")  # fmt: skip
@@ -98,8 +100,8 @@ def register_consume(groups: argparse._SubParsersAction) -> None:  # type: ignor
     )
     _add_namesrv(p)
     p.add_argument("-g", "--group", required=True, help="consumer group")
-    p.add_argument("--count", type=int, default=None, help="stop after this many messages")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
+    p.add_argument("--count", type=positive, default=None, help="stop after this many messages")
+    p.add_argument("--timeout", type=seconds, default=None, metavar="S",
                    help="stop when no message came for S seconds (default: wait until --count or Ctrl-C)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="one JSON object per message (the store dump's fields)")
     sub = p.add_mutually_exclusive_group()
@@ -112,6 +114,9 @@ def register_consume(groups: argparse._SubParsersAction) -> None:  # type: ignor
     p.add_argument("--timestamp", type=int, default=None, metavar="MS",
                    help="with --from timestamp: ms since the epoch (default: 30 minutes ago)")  # fmt: skip
     p.set_defaults(func=cmd_consume)
+
+
+NO_ROUTE_HINT_S = 5.0  # a consume with no route for its topic says so after this long
 
 
 class _Progress:
@@ -138,7 +143,7 @@ def _body(args: argparse.Namespace, i: int) -> bytes:
     if args.body is not None:
         return (_fmt(args.body, i) or "").encode("utf-8")
     head = f"message-{i} ".encode()
-    size = max(args.body_size, 1)
+    size = args.body_size
     return (head + b"x" * size)[:size]
 
 
@@ -195,8 +200,6 @@ async def _produce(args: argparse.Namespace) -> int:
 
 def cmd_produce(args: argparse.Namespace) -> int:
     check_topic(args.topic)
-    if args.count < 0 or args.batch < 1 or args.body_size < 0:
-        raise InvalidMessageError("--count, --batch and --body-size must be positive")
     resolve_namesrv_addrs(args.namesrv)
     logging.getLogger("rocketq.client").setLevel(logging.ERROR)
     return asyncio.run(_produce(args))
@@ -248,7 +251,8 @@ async def _consume(args: argparse.Namespace) -> int:
                 routed = bool(await consumer.fetch_message_queues(args.topic))
             except NoRouteError:
                 routed = False
-            last = time.monotonic()
+            last = started = time.monotonic()
+            hinted = routed
             try:
                 while (args.count is None or count < args.count) and not stop.is_set():
                     want = None if args.count is None else args.count - count
@@ -256,6 +260,10 @@ async def _consume(args: argparse.Namespace) -> int:
                     if not msgs:
                         if args.timeout is not None and time.monotonic() - last >= args.timeout:
                             break
+                        if not hinted and time.monotonic() - started >= NO_ROUTE_HINT_S and not consumer.assignment():
+                            hinted = True  # said once: the wait goes on (the topic may be made later)
+                            print(f"rocketq: waiting for {args.topic}: the name server has no route for it (not "
+                                  "created yet, or no broker of it is up?); Ctrl-C to stop", file=sys.stderr)
                         continue
                     last = time.monotonic()
                     for msg in msgs:
@@ -267,6 +275,7 @@ async def _consume(args: argparse.Namespace) -> int:
                 progress.close()
                 await consumer.commit()
     if stop.is_set():
+        print(f"rocketq: stopped: consumed {count} message(s)", file=sys.stderr)
         return 0
     if args.count is not None and count < args.count:
         why = "" if routed or consumer.assignment() else \
@@ -279,8 +288,9 @@ async def _consume(args: argparse.Namespace) -> int:
 
 def cmd_consume(args: argparse.Namespace) -> int:
     check_topic(args.topic)
-    if args.count is not None and args.count < 0:
-        raise InvalidMessageError("--count must not be negative")
+    if args.timestamp is not None and args.start != "timestamp":
+        raise CommandError("--timestamp is where a group starts with --from timestamp; give --from timestamp too",
+                           exit_code=2)  # fmt: skip
     resolve_namesrv_addrs(args.namesrv)
     logging.getLogger("rocketq.client").setLevel(logging.ERROR)
     return asyncio.run(_consume(args))

@@ -692,10 +692,14 @@ def cmd_query(args: argparse.Namespace) -> int:
         end = args.end if args.end is not None else _NO_END
         found = store.query_message(args.topic, args.key, args.max, args.begin, end).messages
         n = _write_messages(found, args.json)
+        cap = store.config.max_msgs_num_batch
     finally:
         store.close()
     if n == 0:
         raise CommandError(f"no message of topic {args.topic} with key {args.key!r}")
+    if args.max > cap and n >= cap:
+        sys.stderr.write(f"rocketq: note: a key query gives at most maxMsgsNumBatch={cap} messages, as RocketMQ's; "
+                         "there may be more: narrow it with --begin/--end\n")  # fmt: skip
     return 0
 
 
@@ -1403,7 +1407,8 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p = parsers["query"]
     p.add_argument("--topic", metavar="T", required=True, help="the topic")
     p.add_argument("--key", metavar="K", required=True, help="a key (KEYS token) or unique key (UNIQ_KEY)")
-    p.add_argument("--max", metavar="N", type=positive, default=32, help="at most N messages (default 32)")
+    p.add_argument("--max", metavar="N", type=positive, default=32,
+                   help="at most N messages (default 32; a query gives at most maxMsgsNumBatch, 64 by default)")
     p.add_argument("--begin", metavar="MS", type=non_negative, default=0, help="stored at or after MS")
     p.add_argument("--end", metavar="MS", type=non_negative, help="stored at or before MS (default: now)")
     p.add_argument("--json", action="store_true", help="JSON lines")

@@ -566,7 +566,9 @@ class Producer:
         await self.instance.update_topic_route(topic, default_topic_queue_nums=self.default_topic_queue_nums)
         info = table[topic]
         if not info.ok:
-            raise NoRouteError(topic, f"the name server knows neither it nor {self.create_topic_key}")
+            raise NoRouteError(topic, f"the topic does not exist, and no broker creates topics on first send (their "
+                                      f"autoCreateTopicEnable is off: no route for {self.create_topic_key}); create "
+                                      "it first, e.g. rocketq admin updateTopic")  # fmt: skip
         return info
 
     async def _send_default(self, msg: Message, mode: CommunicationMode, timeout: float | None,
