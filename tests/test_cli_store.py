@@ -285,7 +285,8 @@ def test_query_by_key(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert code == 0 and len(out.splitlines()) == 10
     # more than a query gives: the 64 of maxMsgsNumBatch, and a note that says so (142 have the key)
-    code, out, err = run(capsys, "store", "query", CLEAN, "--topic", "GoldenTopicA", "--key", "order-1", "--max", "1000")
+    code, out, err = run(capsys, "store", "query", CLEAN, "--topic", "GoldenTopicA", "--key", "order-1",
+                         "--max", "1000")  # fmt: skip
     assert code == 0 and len(out.splitlines()) == 64 and "at most maxMsgsNumBatch=64" in err
     code, _, err = run(capsys, "store", "query", CLEAN, "--topic", "GoldenTopicB", "--key", "nope")
     assert code == 1 and "nope" in one_error_line(err)
