@@ -92,7 +92,7 @@ def test_levels_deliver_when_due_and_restart_delivers_nothing_twice(tmp_path: Pa
             for i in range(6):
                 level = 1 if i % 2 == 0 else 3
                 r = await client.invoke(send_v2("Later", f"m{i}".encode(), properties=props(TAGS=f"T{i}",
-                                                DELAY=str(level))))  # fmt: skip
+                                                DELAY=str(level), UNIQ_KEY=f"U{i}")))  # fmt: skip
                 assert r.code == ResponseCode.SUCCESS
                 sent[f"m{i}"] = (level, t0)
             await settle(broker)
