@@ -51,6 +51,7 @@ def test_rebuild_golden_store(spark: Any, tmp_path: Path, capsys: pytest.Capture
     store = copy_store(CLEAN / "store", tmp_path / "store")
     shutil.rmtree(store / "consumequeue")
     shutil.rmtree(store / "index")
+    (store / ".rebuild-0123456789ab" / "parts").mkdir(parents=True)  # what an interrupted rebuild left
     code, out, _ = run(capsys, "spark", "rebuild", store, "-c", CONF, "-q", "--max-partition-bytes", "300000")
     assert code == 0, out
     assert "1574 records" in out and "20 queues, 1574 units" in out and "2 files, 4818 keys" in out
@@ -177,6 +178,13 @@ def test_cli_errors(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[st
     other.mkdir()
     code, _, err = run(capsys, "spark", "rebuild", other, "-q")
     assert code == 1 and "not a RocketMQ store (no commitlog/ directory)" in err and not any(other.iterdir())
+    code, _, err = run(capsys, "spark", "stats", other, "-q")
+    assert code == 1 and "not a RocketMQ store" in err
+    # a store in use is refused before Spark starts, and left as it was
+    with MessageStore(_store_config(tmp_path / "busy")) as busy:
+        assert busy.put_message(Message("T", b"x", 0, {}), 0).ok
+        code, _, err = run(capsys, "spark", "rebuild", tmp_path / "busy", "-q")
+        assert code == 1 and "in use" in err
 
 
 def test_rebuild_without_a_conf_says_what_it_sizes_files_by(spark: Any, tmp_path: Path,

@@ -22,12 +22,14 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from rocketq.cli.args import positive
 from rocketq.cli.store_cmd import CommandError
 from rocketq.common.errors import RocketqError
 from rocketq.store.store_config import MessageStoreConfig
+from rocketq.store.store_lock import StoreLock
 from rocketq.store.store_settings import store_directory, store_settings
 
 _CONF_HELP = (
@@ -108,12 +110,22 @@ def _settings_config(args: argparse.Namespace) -> Any:
     return store_settings(store_directory(args.dir), args.conf).config
 
 
-def cmd_rebuild(args: argparse.Namespace) -> int:
-    store_dir = store_directory(args.dir)
+def _a_store(raw: str, *, rebuilt: bool = False) -> Path:
+    """*raw* as a store directory, checked before Spark starts (a JVM and seconds of work for a mistyped path):
+    it holds a commit log, and a store to rebuild is not in use."""
+    store_dir = store_directory(raw)
     if not (store_dir / "commitlog").is_dir():
-        # a mistyped path (the store's parent, say) would get consume queues and an index of nothing
-        raise CommandError(f"{store_dir}: not a RocketMQ store (no commitlog/ directory); nothing rebuilt",
-                           exit_code=1)  # fmt: skip
+        # a mistyped path (the store's parent, say) would read nothing, or get consume queues of nothing
+        raise CommandError(f"{store_dir}: not a RocketMQ store (no commitlog/ directory)"
+                           + ("; nothing rebuilt" if rebuilt else ""), exit_code=1)  # fmt: skip
+    if rebuilt:
+        with StoreLock(store_dir):  # refused at once when a broker or another job has it
+            pass
+    return store_dir
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    store_dir = _a_store(args.dir, rebuilt=True)
     settings = store_settings(store_dir, args.conf)
     config = settings.config
     _say_settings(settings, args.conf is not None)
@@ -126,7 +138,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    store = str(store_directory(args.dir))
+    store = str(_a_store(args.dir))
     from rocketq.spark.export import check_out_apart
 
     check_out_apart(store, str(args.out))  # before Spark starts: a quick refusal, nothing deleted
@@ -141,7 +153,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    store = str(store_directory(args.dir))
+    store = str(_a_store(args.dir))
     with _session(args) as spark:
         from rocketq.spark.stats import draw_chart, format_table, store_stats
 
@@ -169,7 +181,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise CommandError("give --key K or --time-range A B (see 'rocketq spark query --help')", exit_code=2)
     if args.time_range is not None and args.time_range[1] < args.time_range[0]:
         raise CommandError("--time-range: the end is before the start", exit_code=2)
-    store = str(store_directory(args.dir))
+    store = str(_a_store(args.dir))
     with _session(args) as spark:
         from rocketq.spark.query import query
 

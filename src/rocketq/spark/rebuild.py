@@ -360,6 +360,9 @@ def rebuild(spark: Any, config: MessageStoreConfig, *, progress: bool = False,
 
     sc = spark.sparkContext
     with StoreLock(root):
+        # What an interrupted rebuild left (the lock says none runs now): its files are of no use.
+        for stale in root.glob(".rebuild-*"):
+            shutil.rmtree(stale, ignore_errors=True)
         staging = root / f".rebuild-{uuid.uuid4().hex[:12]}"
         (staging / "parts").mkdir(parents=True)
         try:
