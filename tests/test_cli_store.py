@@ -413,6 +413,29 @@ def test_import_reports_bad_lines(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert ":2: not JSON" in line and "--strict" in line
 
 
+def test_an_interrupted_import_says_where_to_go_on(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Ctrl-C in an import: the messages imported and the line to go on from (an import is not idempotent)."""
+    from rocketq.cli import store_cmd
+
+    (tmp_path / "small.conf").write_text(SMALL_CONF)
+    body = base64.b64encode(b"hello").decode()
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"topic": "T1", "body": body}) + "\n" for _ in range(6)))
+    real = store_cmd._import_line
+    calls = iter(range(10))
+
+    def ctrl_c_on_the_fourth(store: Any, raw: bytes) -> str | None:
+        if next(calls) == 3:
+            raise KeyboardInterrupt
+        return real(store, raw)
+
+    monkeypatch.setattr(store_cmd, "_import_line", ctrl_c_on_the_fourth)
+    code, _, err = run(capsys, "store", "import", tmp_path / "s", source, "-c", tmp_path / "small.conf")
+    assert code == 130
+    assert "3 messages imported from the first 3 lines of" in err and "import from line 4 (tail -n +4" in err
+
+
 def test_import_from_stdin_with_inferred_sizes(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -634,20 +634,30 @@ def cmd_import(args: argparse.Namespace) -> int:
                 leave=False,
                 disable=not show,
             ) as bar:
-                for lineno, raw in enumerate(src, 1):
-                    bar.update(len(raw))
-                    error = _import_line(store, raw)
-                    if error is None:
-                        imported += 1
-                        continue
-                    if error == "":
-                        blank += 1
-                        continue
-                    failed += 1
-                    where = f"{name}:{lineno}: {error}"
-                    if args.strict:
-                        raise CommandError(f"{where} (--strict: stopped after {imported} messages)")
-                    sys.stderr.write(f"rocketq: {where} (skipped)\n")
+                done = 0  # lines handled to the end
+                try:
+                    for lineno, raw in enumerate(src, 1):
+                        bar.update(len(raw))
+                        error = _import_line(store, raw)
+                        done = lineno
+                        if error is None:
+                            imported += 1
+                            continue
+                        if error == "":
+                            blank += 1
+                            continue
+                        failed += 1
+                        where = f"{name}:{lineno}: {error}"
+                        if args.strict:
+                            raise CommandError(f"{where} (--strict: stopped after {imported} messages)")
+                        sys.stderr.write(f"rocketq: {where} (skipped)\n")
+                except KeyboardInterrupt:
+                    # An import is not idempotent: say where it stopped, so that the rest can be imported alone.
+                    bar.close()
+                    sys.stderr.write(f"rocketq: interrupted: {imported} messages imported from the first {done} lines "
+                                     f"of {name}; to go on, import from line {done + 1} (tail -n +{done + 1}; line "
+                                     f"{done + 1} may have been stored as the import stopped: check it)\n")  # fmt: skip
+                    raise
         finally:
             if imported and not store.wait_dispatched(max(60.0, imported / 1000)):
                 sys.stderr.write("rocketq: warning: dispatch to consume queues and index did not catch up\n")
