@@ -327,6 +327,20 @@ def test_verify_finds_a_flipped_body_byte(
     assert code == 0, out
 
 
+def test_verify_finds_a_damaged_checkpoint(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Abnormal recovery picks the file it starts from with the checkpoint's times: garbage there is a problem."""
+    store = copy_store(CLEAN, tmp_path / "store")
+    good = (store / "checkpoint").read_bytes()
+    code, out, _ = run(capsys, "store", "verify", store)
+    assert code == 0 and "checkpoint      times plausible" in out
+    (store / "checkpoint").write_bytes(b"garbage\n")
+    code, out, err = run(capsys, "store", "verify", store)
+    assert code == 1 and "checkpoint: 8 bytes, too short" in out and "none in the commit log" in one_error_line(err)
+    (store / "checkpoint").write_bytes(b"\x67" * 8 + good[8:])
+    code, out, _ = run(capsys, "store", "verify", store)
+    assert code == 1 and f"checkpoint: physicMsgTimestamp {int.from_bytes(b'g' * 8, 'big')} is not a time" in out
+
+
 # ----------------------------------------------------------------------------- import
 
 

@@ -32,6 +32,7 @@ import mmap
 import os
 import struct
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -774,6 +775,9 @@ def cmd_get(args: argparse.Namespace) -> int:
 # ============================================================================== verify
 
 
+_EARLIEST_TIME_MS = 946_684_800_000  # 2000-01-01: a store time before that is no store's
+
+
 class _Verifier:
     """Checks a store file by file; problems carry the commit-log offset they concern."""
 
@@ -1200,7 +1204,27 @@ class _Verifier:
             self.check_commit_log()
             self.check_consume_queues()
             self.check_index()
+            self.check_checkpoint()
         return not self.problems
+
+    def check_checkpoint(self) -> None:
+        """The checkpoint's three times are times: abnormal recovery picks the file it starts from with them, so a
+        damaged checkpoint (garbage, an empty file) misleads it."""
+        path = self.store.root / "checkpoint"
+        if not path.exists():
+            self.notes.append("no checkpoint file (a store never started by a broker)")
+            return
+        data = path.read_bytes()
+        if len(data) < 24:
+            self.problem(-1, f"checkpoint: {len(data)} bytes, too short for its three times (24 bytes)")
+            return
+        latest = int(time.time() * 1000) + 86_400_000
+        names = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")
+        for name, value in zip(names, struct.unpack_from(">qqq", data), strict=True):
+            if value != 0 and not _EARLIEST_TIME_MS <= value <= latest:
+                self.problem(-1, f"checkpoint: {name} {value} is not a time (the file is damaged; abnormal "
+                                "recovery chooses the file it starts from with it)")  # fmt: skip
+        self.report.append("checkpoint      times plausible")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -1223,13 +1247,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     lines.extend(f"  {text}" for _off, text in problems[: args.max_problems])
     if len(problems) > args.max_problems:
         lines.append(f"  ... and {len(problems) - args.max_problems} more")
-    first = problems[0][0]
-    lines.append(f"FAILED: first bad commit-log offset {first}")
+    in_log = [off for off, _text in problems if off >= 0]  # (-1: a problem of no commit-log offset)
+    where = f"first bad commit-log offset {in_log[0]}" if in_log else "none in the commit log"
+    lines.append(f"FAILED: {where}")
     _emit(sys.stdout, lines)
-    raise CommandError(
-        f"{args.dir}: verification failed, {len(problems)} problems; first bad commit-log offset "
-        f"{first}: {problems[0][1]}"
-    )
+    raise CommandError(f"{args.dir}: verification failed, {len(problems)} problems; {where}: {problems[0][1]}")
 
 
 # ============================================================================= recover
