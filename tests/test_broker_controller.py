@@ -119,6 +119,17 @@ def test_bad_numbers_on_the_command_line_are_usage_errors(argv: list[str], probl
     assert problem in err and "Traceback" not in err and err.count("\n") == 1
 
 
+def test_start_refuses_a_name_server_port_of_the_broker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rocketq.cli.main import main
+
+    for ns, says in ((25541, "listenPort - 2 (old clients)"), (25543, "listenPort"), (25544, "the HA port")):
+        argv = ["start", "--store", str(tmp_path / "s"), "--namesrv-port", str(ns), "--broker-port", "25543"]
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert f"--namesrv-port {ns} is the broker's {says}:" in err and "Traceback" not in err
+    assert not (tmp_path / "s").exists()  # refused before anything was made
+
+
 def test_register_body_matches_the_golden_frame() -> None:
     broker, _ = load_broker_config(None, broker_name="broker-a", broker_ip1="127.0.0.2", broker_ip2="127.0.0.2")
     api = BrokerOuterAPI(broker)

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from rocketq.broker.broker_config import load_broker_config
+from rocketq.broker.broker_config import BrokerConfigError, load_broker_config
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.cli.args import port
 from rocketq.cli.signals import stop_signals
@@ -126,6 +126,19 @@ def cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_start_ports(namesrv_port: int, broker: Any) -> None:
+    """The name server's port is none of the broker's (listenPort, listenPort - 2 for old clients, the HA port):
+    refused before anything starts, rather than a broker that fails, or runs without one of its listeners."""
+    if not namesrv_port or not broker.listen_port:
+        return
+    ha = broker.ha_listen_port or broker.listen_port + 1
+    taken = {broker.listen_port: "listenPort", broker.vip_port: "listenPort - 2 (old clients)", ha: "the HA port"}
+    if namesrv_port in taken:
+        raise BrokerConfigError(f"--namesrv-port {namesrv_port} is the broker's {taken[namesrv_port]}: the "
+                                f"broker listens on {broker.listen_port}, {broker.vip_port} and {ha}; choose ports "
+                                "apart")  # fmt: skip
+
+
 async def run_start(args: argparse.Namespace) -> None:
     from rocketq.namesrv.namesrv_controller import NamesrvController
 
@@ -140,6 +153,7 @@ async def run_start(args: argparse.Namespace) -> None:
         overrides.setdefault("listen_port", DEFAULT_BROKER_PORT)
         overrides["broker_ip1"] = LOCALHOST
     broker_config, store_config = load_broker_config(args.config, **overrides)
+    _check_start_ports(args.namesrv_port, broker_config)
     namesrv = NamesrvController(LOCALHOST, args.namesrv_port)
     with stop_signals() as stop:
         await namesrv.start()
