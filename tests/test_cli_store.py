@@ -425,6 +425,11 @@ def test_import_reports_bad_lines(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert code == 1
     line = one_error_line(err)
     assert ":2: not JSON" in line and "--strict" in line
+    # a store the import made is not left behind when it failed before any message went in
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    code, _, err = run(capsys, "store", "import", tmp_path / "s3", tmp_path / "bad.jsonl", "-c",
+                       tmp_path / "small.conf", "--strict")  # fmt: skip
+    assert code == 1 and not (tmp_path / "s3").exists()
 
 
 def test_an_interrupted_import_says_where_to_go_on(capsys: pytest.CaptureFixture[str], tmp_path: Path,

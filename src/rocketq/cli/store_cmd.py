@@ -30,6 +30,7 @@ import datetime as _dt
 import json
 import mmap
 import os
+import shutil
 import struct
 import sys
 import time
@@ -613,6 +614,7 @@ def _check_import_target(store_dir: Path) -> None:
 def cmd_import(args: argparse.Namespace) -> int:
     store_dir = Path(args.dir).expanduser()
     _check_import_target(store_dir)
+    made_here = not store_dir.exists()  # a store this import makes is removed again when nothing went in
     settings = store_settings(store_dir, args.conf)
     src, total, name = _open_input(args.file)
     show = not args.quiet and sys.stderr.isatty()
@@ -667,6 +669,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         progress.close()
         if src is not sys.stdin.buffer:
             src.close()
+        if made_here and imported == 0 and sys.exc_info()[0] is not None and store_dir.is_dir():
+            shutil.rmtree(store_dir, ignore_errors=True)  # a failed import leaves no half-made, empty store
     summary = f"imported {imported} messages into {store_dir}"
     if failed:
         summary += f"; {failed} lines failed and were skipped"
