@@ -269,6 +269,8 @@ def test_errors_are_one_line(servers: ServersInThread, capsys: pytest.CaptureFix
         (["-n", "127.0.0.1:99999", "topicList"], "rocketq: error: not a name server address (host:port): "),
         (["-n", servers.ns, "topicStatus", "-t", "Nope"], "rocketq: error: topic 'Nope' not found"),
         (["-n", servers.ns, "queryMsgByKey", "-t", "Nope", "-k", "k"], "rocketq: error: topic 'Nope' not found"),
+        (["-n", servers.ns, "queryMsgByKey", "-t", "TBW102", "-k", "no-such-key"],
+         "rocketq: error: no message of topic 'TBW102' has key 'no-such-key'"),
         (["-n", servers.ns, "consumeMessage", "-t", "Nope"], "rocketq: error: topic 'Nope' not found"),
         (["-n", servers.ns, "deleteTopic", "-c", "DefaultCluster", "-t", "Nope"], "rocketq: error: topic 'Nope'"),
         (["-n", servers.ns, "updateTopic", "-c", "NoCluster", "-t", "T"], "rocketq: error: cluster 'NoCluster'"),

@@ -931,6 +931,8 @@ def _query_by_key_options(p: argparse.ArgumentParser) -> None:
 async def query_msg_by_key(admin: MQAdmin, args: argparse.Namespace) -> None:
     topic = args.topic.strip()
     msgs = await admin.query_message(topic, args.key, max_num=args.max_num, begin=args.begin, end=args.end)
+    if not msgs:  # as mqadmin's queryMessage: "query message by key finished, but no message."
+        raise AdminError(f"no message of topic {topic!r} has key {args.key!r}")
     if args.json:
         _emit_json(_messages_json(msgs))
         return

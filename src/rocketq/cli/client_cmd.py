@@ -224,7 +224,7 @@ def _line(msg: MessageExt) -> str:
     if len(text) > 200:
         text = text[:200] + "…"
     return (f"{msg.topic} queue={msg.queue_id} offset={msg.queue_offset} msgId={msg.msg_id} "
-            f"tags={msg.properties.get('TAGS')} keys={msg.properties.get('KEYS')} body={text}")  # fmt: skip
+            f"tags={msg.properties.get('TAGS') or ''} keys={msg.properties.get('KEYS') or ''} body={text}")  # fmt: skip
 
 
 async def _consume(args: argparse.Namespace) -> int:
