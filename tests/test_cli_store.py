@@ -327,6 +327,22 @@ def test_verify_finds_a_flipped_body_byte(
     assert code == 0, out
 
 
+def test_a_file_of_the_wrong_size_is_named_damaged_or_the_setting_wrong(capsys: pytest.CaptureFixture[str],
+                                                                         tmp_path: Path) -> None:  # fmt: skip
+    """A store file of another size is refused, as RocketMQ's load refuses it; the files beside it tell whether
+    the file is damaged or the setting is not the store's."""
+    store = copy_store(CLEAN, tmp_path / "store")
+    with open(store / "commitlog" / f"{2 << 20:020d}", "r+b") as fh:
+        fh.truncate(100)
+    code, _, err = run(capsys, "store", "verify", store)
+    assert code == 1 and "100 bytes, expected 1048576: unlike the files beside it: the file is damaged" in err
+    shutil.rmtree(store)
+    store = copy_store(CLEAN, tmp_path / "store")
+    (tmp_path / "wrong.conf").write_text("mappedFileSizeCommitLog=2097152\n")
+    code, _, err = run(capsys, "store", "verify", store, "-c", tmp_path / "wrong.conf")
+    assert code == 1 and "expected 2097152: wrong mappedFileSize setting for this store?" in err
+
+
 def test_verify_finds_a_damaged_checkpoint(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Abnormal recovery picks the file it starts from with the checkpoint's times: garbage there is a problem."""
     store = copy_store(CLEAN, tmp_path / "store")

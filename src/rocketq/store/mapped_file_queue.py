@@ -62,10 +62,15 @@ class MappedFileQueue:
                     p.unlink()
                 continue
             if size != self.mapped_file_size:
-                raise StoreError(
-                    f"{p}: {size} bytes, expected {self.mapped_file_size} "
-                    "(wrong mappedFileSize setting for this store?)"
-                )
+                # As RocketMQ's load refuses it ("length not matched message store config value"). Which is wrong,
+                # the file or the setting, the sizes of the files beside it may tell.
+                others = {q.stat().st_size for q in names if q != p}
+                if others == {self.mapped_file_size}:
+                    why = "unlike the files beside it: the file is damaged (truncated?)"
+                else:
+                    why = ("wrong mappedFileSize setting for this store? give its broker.conf with -c; if the "
+                           "setting is right, the file is damaged (truncated?)")  # fmt: skip
+                raise StoreError(f"{p}: {size} bytes, expected {self.mapped_file_size}: {why}")
             mf = MappedFile(p, self.mapped_file_size, read_only=self.read_only)
             mf.set_positions(self.mapped_file_size)
             self.files.append(mf)
