@@ -290,6 +290,9 @@ def test_view_broker_stats_data_counts_puts_by_topic_and_gets_by_group(tmp_path:
             for i in range(4):
                 await client.invoke(send_v2("T", f"m{i}".encode(), queue_id=i % 2))
             await settle(broker)
+            r = await client.invoke(view("TOPIC_PUT_NUMS", "T"))  # as Java's item: there from the first put on
+            body = json_compat.loads(r.body)
+            assert [body[k]["sum"] for k in ("statsMinute", "statsHour", "statsDay")] == [0, 0, 0]
             broker._sample_stats(time.monotonic() + 10)  # the controller's, as the minute's first snapshot is due
             r = await client.invoke(view("TOPIC_PUT_NUMS", "T"))
             body = json_compat.loads(r.body)

@@ -352,6 +352,7 @@ def test_verify_finds_a_damaged_checkpoint(capsys: pytest.CaptureFixture[str], t
     (store / "checkpoint").write_bytes(b"garbage\n")
     code, out, err = run(capsys, "store", "verify", store)
     assert code == 1 and "checkpoint: 8 bytes, too short" in out and "none in the commit log" in one_error_line(err)
+    assert "times plausible" not in out
     (store / "checkpoint").write_bytes(b"\x67" * 8 + good[8:])
     code, out, _ = run(capsys, "store", "verify", store)
     assert code == 1 and f"checkpoint: physicMsgTimestamp {int.from_bytes(b'g' * 8, 'big')} is not a time" in out
@@ -446,6 +447,9 @@ def test_import_reports_bad_lines(capsys: pytest.CaptureFixture[str], tmp_path: 
     code, _, err = run(capsys, "store", "import", tmp_path / "s3", tmp_path / "bad.jsonl", "-c",
                        tmp_path / "small.conf", "--strict")  # fmt: skip
     assert code == 1 and not (tmp_path / "s3").exists()
+    code, _, err = run(capsys, "store", "import", tmp_path / "s4", tmp_path / "bad.jsonl", "-c",
+                       tmp_path / "small.conf")  # fmt: skip
+    assert code == 1 and not (tmp_path / "s4").exists()  # every line failed: nothing made either
 
 
 def test_an_interrupted_import_says_where_to_go_on(capsys: pytest.CaptureFixture[str], tmp_path: Path,

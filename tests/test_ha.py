@@ -19,8 +19,9 @@ import pytest
 
 from rocketq.common.codec import decode_record
 from rocketq.common.message import Message
+from rocketq.common.net import parse_address, parse_server_address
 from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
-from rocketq.store.ha import HEADER_SIZE, parse_address
+from rocketq.store.ha import HEADER_SIZE
 from rocketq.store.message_store import MessageStore
 from rocketq.store.store_config import MessageStoreConfig, StoreError
 
@@ -86,11 +87,12 @@ def _same_files(master: Path, slave: Path) -> list[str]:
 
 
 def test_parse_address() -> None:
-    assert parse_address("127.0.0.1:10912") == ("127.0.0.1", 10912)
-    assert parse_address("[::1]:10912") == ("::1", 10912)
+    assert parse_server_address("127.0.0.1:10912") == ("127.0.0.1", 10912)
+    assert parse_server_address("[::1]:10912") == ("::1", 10912)
+    assert parse_address("127.0.0.1:0") == ("127.0.0.1", 0)  # a peer's port may be 0; a server's not
     for bad in ("nohost", "h:", ":1", "h:0", "h:99999", "h:x"):
         with pytest.raises(ValueError):
-            parse_address(bad)
+            parse_server_address(bad)
 
 
 def test_broker_role_is_checked() -> None:

@@ -57,6 +57,9 @@ def test_slave_role_needs_a_broker_id_and_a_master_gets_id_0() -> None:
     assert broker.broker_id == 2
     broker, _ = broker_config_from_properties({"brokerRole": "SYNC_MASTER", "brokerId": "3"})
     assert broker.broker_id == 0
+    # getBrokerConfig of a slave shows listenPort + 1 as its haListenPort, as BrokerStartup sets it
+    slave, store = broker_config_from_properties({"brokerRole": "SLAVE", "brokerId": "1", "listenPort": "20911"})
+    assert BrokerController(slave, store).all_config_properties()["haListenPort"] == "20912"
 
 
 def test_master_and_slave_behind_one_name_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

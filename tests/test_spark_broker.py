@@ -180,7 +180,15 @@ def test_offsets_resolve_against_what_the_broker_still_has() -> None:
     fake = FakeQueue(reported=0, first=100, end=130)
     catalog, queues = _catalog(fake)
     assert catalog.resolve(queues, catalog.opts.starting, "startingOffsets") == {"T/0": 100}
-    assert fake.pulls == 4  # 0, 40, 80: nothing; 100: the first message
+    # a 4.9.4 broker skips at most 800 removed units a pull; a first consume-queue file holds 300,000
+    for first in (300_000, 299_999, 1, 712_345):
+        fake = FakeQueue(reported=0, first=first, end=first + 10, step=800)
+        catalog, queues = _catalog(fake)
+        assert catalog.resolve(queues, catalog.opts.starting, "startingOffsets") == {"T/0": first}
+        assert fake.pulls <= 25
+    gone = FakeQueue(reported=0, first=50, end=50, step=800)  # everything gone: earliest is the end
+    catalog, queues = _catalog(gone)
+    assert catalog.resolve(queues, catalog.opts.starting, "startingOffsets") == {"T/0": 50}
     healthy = FakeQueue(reported=5, first=5, end=9)
     catalog, queues = _catalog(healthy)
     assert catalog.resolve(queues, catalog.opts.starting, "startingOffsets") == {"T/0": 5} and healthy.pulls == 1

@@ -352,6 +352,23 @@ def test_resume_check_half_message_puts_it_back_with_check_times_zero(tmp_path: 
     run(scenario())
 
 
+def test_a_half_message_resumed_on_a_sync_master_with_no_slave_waits_for_none(tmp_path: Path) -> None:
+    """RESUME_CHECK_HALF_MESSAGE puts its copy back as Java's toMessageExtBrokerInner makes it, waiting for no
+    slave: on a SYNC_MASTER with no slave it succeeds, as in 4.9.4 (it failed waiting for one)."""
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", brokerRole="SYNC_MASTER") as broker, client_of(broker) as client:
+            p = props(TRAN_MSG="true", PGROUP="txg", TAGS="T", WAIT="false", UNIQ_KEY="AB" * 16)
+            sent = await client.invoke(send_v2("Tx", b"parked", queue_id=1, properties=p, f=4, a="txg", g=5))
+            assert sent.code == ResponseCode.SUCCESS  # WAIT=false: no slave waited for
+            msg_id = (sent.ext_fields or {})["msgId"]
+            r = await client.invoke(create_request(RequestCode.RESUME_CHECK_HALF_MESSAGE, {"msgId": msg_id}))
+            assert (r.code, r.remark) == (ResponseCode.SUCCESS, None)
+            await settle(broker)
+            assert len(_read(broker, HALF)) == 2
+
+    run(scenario())
+
+
 def test_a_transaction_ended_at_once_commits_with_a_transient_store_pool(tmp_path: Path) -> None:
     """transientStorePoolEnable: the half message is in a write buffer until the commit service copies it into its
     file (200 ms, 4 pages). An END_TRANSACTION that comes at once, as producers send it, still finds it: the

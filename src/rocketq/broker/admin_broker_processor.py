@@ -653,6 +653,8 @@ class AdminBrokerProcessor:
         ctl = self.controller
         h = request.header
         name, key = h.get_str("statsName"), h.get_str("statsKey")
+        if name == "TOPIC_PUT_NUMS" and key in ctl.store.consume_queue_table:
+            ctl.topic_put_stats.totals[key] = ctl.topic_put_total(key)  # Java's item exists from the first put on
         if name == "TOPIC_PUT_NUMS" and ctl.topic_put_stats.exists(key):
             stats = ctl.topic_put_stats
         elif name == "GROUP_GET_NUMS" and ctl.group_get_stats.exists(key):
@@ -780,6 +782,7 @@ class AdminBrokerProcessor:
             props[PROPERTY_TRANSACTION_CHECK_TIMES] = "0"
             again = MessageExt(RMQ_SYS_TRANS_HALF_TOPIC, msg.body, msg.flag, hashmap_ordered(props), 0, msg.sys_flag,
                                msg.born_timestamp, msg.born_host, 0, msg.store_host, msg.reconsume_times)  # fmt: skip
+            again.wait_store_msg_ok = False  # toMessageExtBrokerInner: it waits for no flush and no slave
             result = await ctl.put_message(again)
         except Exception as exc:  # Java answers any failure here with one remark
             log.warning("resumeCheckHalfMessage %s failed: %s", request.header.get_str("msgId", None), exc)

@@ -21,7 +21,7 @@ from typing import Any
 
 from rocketq.common.errors import RocketqError
 from rocketq.common.java_settings import broker_java_only_settings, parse_like
-from rocketq.common.net import parse_address
+from rocketq.common.net import parse_server_address
 from rocketq.store.store_config import PROPERTY_ALIASES, MessageStoreConfig, parse_properties
 
 log = logging.getLogger(__name__)
@@ -152,8 +152,8 @@ class BrokerConfig:
             elif key in self.java_only:
                 try:
                     self.java_only[key] = parse_like(raw, self.java_only[key])
-                except ValueError as exc:
-                    raise BrokerConfigError(f"{key}: {exc}") from None
+                except ValueError as exc:  # as Java's properties2Object skips it; rocketq acts on none of these
+                    log.warning("%s: %s; kept at %s", key, exc, self.java_only[key])
 
 
 def _convert(key: str, raw: str, f: dataclasses.Field[Any]) -> Any:
@@ -241,7 +241,7 @@ def _check_ports(broker: BrokerConfig) -> None:
 def _check_namesrv_addrs(broker: BrokerConfig) -> None:
     for addr in broker.namesrv_addrs():
         try:
-            parse_address(addr)
+            parse_server_address(addr)
         except ValueError:
             raise BrokerConfigError(f"namesrvAddr: {addr!r} is not host:port (name servers are separated by ';', "
                                     "e.g. 127.0.0.1:9876;127.0.0.1:9877)") from None

@@ -644,13 +644,13 @@ class BrokerController:
             value = getattr(self.store_config, f.name)
             if value is not None:  # Java's Properties leave a null out
                 props[name] = _text(value)
-        props["storePathCommitLog"] = str(self.store_config.commit_log_path)  # the path in use, as Java shows it
-        # the HA port in use (a master's), else listenPort + 1, as BrokerStartup sets it (a slave's shows it too)
-        props["haListenPort"] = str(self.broker_config.ha_listen_port or self.broker_config.listen_port + 1)
+        props["storePathCommitLog"] = str(self.store_config.commit_log_path)  # the path in use, when one is set
         for name, f in BrokerConfig.property_names().items():
             value = getattr(self.broker_config, f.name)
             if value is not None:
                 props[name] = _text(value)
+        # the HA port in use (a master's), else listenPort + 1, as BrokerStartup sets it (a slave's shows it too)
+        props["haListenPort"] = str(self.broker_config.ha_listen_port or self.broker_config.listen_port + 1)
         # Java's settings rocketq has no use for, as set or at their 4.9.4 defaults: tools read them (mqadmin
         # exportConfigs fails with a NullPointerException on a missing one).
         for name, value in self.broker_config.java_only.items():

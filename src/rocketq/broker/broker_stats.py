@@ -113,7 +113,8 @@ class KeyedStats:
         for i, ((interval, keep), lists) in enumerate(zip(self._WINDOWS, self._snapshots, strict=True)):
             if now < self._due[i]:
                 continue
-            self._due[i] = max(self._due[i] + interval, now - interval / 2)  # no burst after a long pause
+            due = self._due[i] + interval
+            self._due[i] = due if due > now else now + interval  # after a long pause: no burst of snapshots
             for key in self.totals:
                 value = self.count(key)
                 snapshots = lists.get(key)

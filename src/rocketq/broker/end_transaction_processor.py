@@ -25,6 +25,7 @@ from rocketq.common.message import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_WAIT_STORE_MSG_OK,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_MASK,
     TRANSACTION_NOT_TYPE,
@@ -110,7 +111,10 @@ def _end_message_transaction(half: MessageExt) -> MessageExt:
     raw = half.properties_bytes
     if raw is None:
         raw = encode_utf8_java(properties_to_string(props))
+    # Java sets waitStoreMsgOK false, then replaces the property map with the half message's: its WAIT decides.
+    wait = props.get(PROPERTY_WAIT_STORE_MSG_OK)
     return MessageExt(topic=topic, body=half.body, flag=half.flag, properties=props, queue_id=queue_id,
                       sys_flag=half.sys_flag & ~TRANSACTION_MASK | TRANSACTION_NOT_TYPE,
                       born_timestamp=half.born_timestamp, born_host=half.born_host, store_host=half.store_host,
-                      reconsume_times=half.reconsume_times, properties_bytes=raw)  # fmt: skip
+                      reconsume_times=half.reconsume_times, properties_bytes=raw,
+                      wait_store_msg_ok=wait is None or wait.strip().lower() == "true")  # fmt: skip

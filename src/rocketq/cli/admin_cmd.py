@@ -42,6 +42,7 @@ from rocketq.common.message import MessageExt
 from rocketq.common.message_json import host_to_string, message_to_dict
 from rocketq.remoting.codes import RequestCode, ResponseCode, version_desc
 from rocketq.remoting.command import create_request
+from rocketq.store.store_config import PROPERTY_ALIASES
 
 Verb = Callable[[MQAdmin, argparse.Namespace], Awaitable[Any]]
 _VERBS: dict[str, Verb] = {}
@@ -700,8 +701,9 @@ async def update_broker_config(admin: MQAdmin, args: argparse.Namespace) -> None
     # A broker answers success whatever it made of the setting (Java's Configuration.update skips an unknown key
     # or a value that does not parse in silence): read it back, and say where it did not take.
     problems = []
+    shown_as = PROPERTY_ALIASES.get(args.key, args.key)  # an earlier name is listed under the current one
     for addr in addrs:
-        now = (await admin.broker_config(addr)).get(args.key)
+        now = (await admin.broker_config(addr)).get(shown_as)
         if now is None:
             problems.append(f"{addr}: {args.key} is not a setting of this broker (ignored; see getBrokerConfig)")
         elif not _same_setting(now, args.value):

@@ -142,7 +142,8 @@ def _check_start_ports(namesrv_port: int, broker: Any) -> None:
 async def run_start(args: argparse.Namespace) -> None:
     from rocketq.namesrv.namesrv_controller import NamesrvController
 
-    overrides: dict[str, Any] = {"namesrv_addr": f"{LOCALHOST}:{args.namesrv_port}"}
+    # (port 0: any free one; the broker learns the name server's address once it listens)
+    overrides: dict[str, Any] = {"namesrv_addr": f"{LOCALHOST}:{args.namesrv_port}" if args.namesrv_port else None}
     if args.store is not None:
         overrides["store_path_root_dir"] = str(args.store.expanduser())
     if args.broker_port is not None:

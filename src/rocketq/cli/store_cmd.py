@@ -669,7 +669,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         progress.close()
         if src is not sys.stdin.buffer:
             src.close()
-        if made_here and imported == 0 and sys.exc_info()[0] is not None and store_dir.is_dir():
+        if made_here and imported == 0 and (failed or sys.exc_info()[0] is not None) and store_dir.is_dir():
             shutil.rmtree(store_dir, ignore_errors=True)  # a failed import leaves no half-made, empty store
     summary = f"imported {imported} messages into {store_dir}"
     if failed:
@@ -1223,12 +1223,14 @@ class _Verifier:
             self.problem(-1, f"checkpoint: {len(data)} bytes, too short for its three times (24 bytes)")
             return
         latest = int(time.time() * 1000) + 86_400_000
+        before = len(self.problems)
         names = ("physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp")
         for name, value in zip(names, struct.unpack_from(">qqq", data), strict=True):
             if value != 0 and not _EARLIEST_TIME_MS <= value <= latest:
                 self.problem(-1, f"checkpoint: {name} {value} is not a time (the file is damaged; abnormal "
                                 "recovery chooses the file it starts from with it)")  # fmt: skip
-        self.report.append("checkpoint      times plausible")
+        if len(self.problems) == before:
+            self.report.append("checkpoint      times plausible")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -1251,11 +1253,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     lines.extend(f"  {text}" for _off, text in problems[: args.max_problems])
     if len(problems) > args.max_problems:
         lines.append(f"  ... and {len(problems) - args.max_problems} more")
-    in_log = [off for off, _text in problems if off >= 0]  # (-1: a problem of no commit-log offset)
-    where = f"first bad commit-log offset {in_log[0]}" if in_log else "none in the commit log"
+    in_log = [(off, text) for off, text in problems if off >= 0]  # (-1: a problem of no commit-log offset)
+    first = in_log[0] if in_log else problems[0]
+    where = f"first bad commit-log offset {first[0]}" if in_log else "none in the commit log"
     lines.append(f"FAILED: {where}")
     _emit(sys.stdout, lines)
-    raise CommandError(f"{args.dir}: verification failed, {len(problems)} problems; {where}: {problems[0][1]}")
+    raise CommandError(f"{args.dir}: verification failed, {len(problems)} problems; {where}: {first[1]}")
 
 
 # ============================================================================= recover

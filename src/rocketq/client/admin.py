@@ -47,11 +47,12 @@ from rocketq.common.mixall import (
     TOOLS_CONSUMER_GROUP,
     TOOLS_PRODUCER_GROUP,
 )
+from rocketq.common.net import parse_server_address
 from rocketq.common.route import BrokerData, QueueData, TopicRouteData, as_int, as_mapping
 from rocketq.remoting.codes import RequestCode, ResponseCode, request_code_name, response_code_name
 from rocketq.remoting.command import RemotingCommand, create_request
 from rocketq.remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
-from rocketq.remoting.transport import RemotingClient, connect_failure_reason, parse_address
+from rocketq.remoting.transport import RemotingClient, connect_failure_reason
 from rocketq.store.store_config import parse_properties
 
 __all__ = [
@@ -265,7 +266,7 @@ class MQAdmin:
             raise AdminError("no name server address: give -n HOST:PORT or set NAMESRV_ADDR")
         for a in addrs:
             try:
-                parse_address(a)
+                parse_server_address(a)
             except ValueError:
                 raise AdminError(f"not a name server address (host:port): {a!r}") from None
         self.namesrv_addrs = addrs
@@ -341,7 +342,7 @@ class MQAdmin:
     async def _master_addrs(self, cluster: str | None, broker_addr: str | None) -> list[str]:
         if broker_addr:
             try:
-                parse_address(broker_addr)
+                parse_server_address(broker_addr)
             except ValueError:
                 raise AdminError(f"not a broker address (host:port): {broker_addr!r}") from None
             return [broker_addr]

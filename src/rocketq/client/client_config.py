@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from rocketq.client.errors import ClientError
 from rocketq.common.acl import SessionCredentials
-from rocketq.common.net import parse_address
+from rocketq.common.net import parse_server_address
 from rocketq.remoting.codes import LanguageCode, MQVersion
 
 __all__ = ["DEFAULT_INSTANCE_NAME", "ClientConfig", "local_ip", "resolve_namesrv_addrs"]
@@ -36,7 +36,7 @@ def resolve_namesrv_addrs(addr: str | None = None) -> list[str]:
             addrs = [a.strip() for a in value.replace(",", ";").split(";") if a.strip()]
             for a in addrs:
                 try:
-                    parse_address(a)
+                    parse_server_address(a)
                 except ValueError:
                     raise ClientError(f"name server address {a!r} is not host:port (e.g. '127.0.0.1:9876')") from None
             if addrs:

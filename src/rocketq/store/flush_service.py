@@ -230,7 +230,6 @@ class GroupCommitService(ServiceThread):
         self.checkpoint = checkpoint
         self._lock = threading.Lock()  # guards the waiters of the next round
         self._requests: list[GroupCommitRequest] = []
-        self._flush_asked = False  # flush_soon: a round flushes even with nobody waiting
         # Per event loop: the future of the next round, its syncFlushTimeout timer, the tasks waiting on it.
         self._rounds: dict[asyncio.AbstractEventLoop, _LoopRound] = {}
         self._round = threading.Lock()  # held while a flush round runs
@@ -521,18 +520,17 @@ class GroupCommitService(ServiceThread):
             helper.close()
 
     def flush_soon(self) -> None:
-        """A put that does not wait for its flush (``WAIT=false``) was appended: the next round flushes it,
-        waiters or not (Java's ``submitFlushRequest`` wakes the service)."""
-        self._flush_asked = True
+        """A put that does not wait for its flush (``WAIT=false``) was appended: wake the service, whose next round
+        flushes it (Java's ``submitFlushRequest``); a lost wake-up costs at most the service's one-second beat."""
         self.wakeup()
 
     def do_commit(self) -> None:
-        """One round: take the waiters, flush all that was appended, end their waits."""
+        """One round: take the waiters, flush all that was appended, end their waits. With no waiter, what is
+        appended and not flushed yet (puts that did not wait) is flushed all the same, as Java's doCommit does."""
         with self._lock:
             reqs, self._requests = self._requests, []
             rounds, self._rounds = self._rounds, {}
-        asked, self._flush_asked = self._flush_asked, False
-        if not reqs and not rounds and not asked:
+        if not reqs and not rounds and self.queue.flushed_where >= self.queue.get_max_offset():
             return
         queue = self.queue
         # Everything appended so far, which includes the records of every waiter taken above.

@@ -42,14 +42,14 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from rocketq.common.net import parse_address
+from rocketq.common.net import parse_server_address
 from rocketq.store.commit_log import PutMessageResult, PutMessageStatus
 from rocketq.store.flush_service import ServiceThread
 
 if TYPE_CHECKING:
     from rocketq.store.message_store import MessageStore
 
-__all__ = ["HEADER_SIZE", "HAClient", "HAConnection", "HAService", "parse_address"]
+__all__ = ["HEADER_SIZE", "HAClient", "HAConnection", "HAService"]
 
 log = logging.getLogger(__name__)
 
@@ -533,7 +533,7 @@ class HAClient(ServiceThread):
         if not addr:
             return False
         try:
-            host, port = parse_address(addr)
+            host, port = parse_server_address(addr)
             sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
         except (OSError, ValueError) as exc:
             log.info("HA: cannot reach master %s: %s", addr, exc)

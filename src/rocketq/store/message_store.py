@@ -498,6 +498,7 @@ class MessageStore:
         self._good_topics: set[str] = set()
         self._checked_queues: dict[tuple[str, int], object] = {}
         self.put_failed_times = 0  # appends the commit log refused (putMessageFailedTimes)
+        self._failed_lock = threading.Lock()
         # Called once the records of a dispatch batch reach their consume queue (long polling wake-up): once a
         # queue, with that queue's records in queue order (see ArrivalListener), and their property maps where
         # they were read: records read back from the commit log come with their maps only for the topics of
@@ -1103,7 +1104,7 @@ class MessageStore:
             now_ms() if born_timestamp is None else born_timestamp, born_host or store_host, 0, store_host,
             reconsume_times,
         )  # fmt: skip
-        if wait is not None and wait.strip().lower() != "true":  # isWaitStoreMsgOK: Boolean.parseBoolean, true if unset
+        if wait is not None and wait != "true" and wait.strip().lower() != "true":  # Boolean.parseBoolean; unset: true
             msg.wait_store_msg_ok = False
         return msg
 
@@ -1135,7 +1136,8 @@ class MessageStore:
         """*result* of the commit log, a failure counted (``putMessageFailedTimes``: not the refusals of the
         checks before the commit log, as in Java), and whether the put waits (*wait*: ``isWaitStoreMsgOK``)."""
         if result.status is not PutMessageStatus.PUT_OK:
-            self.put_failed_times += 1
+            with self._failed_lock:  # puts come from the event loop and the delivery threads
+                self.put_failed_times += 1
         elif not wait:
             result.wait = False
         return result
@@ -1270,8 +1272,12 @@ class MessageStore:
     def _flush_soon(self, result: PutMessageResult) -> None:
         """A put that does not wait (``WAIT=false``) under SYNC_FLUSH: its flush is asked for, not awaited, as
         Java's ``submitFlushRequest`` wakes the group commit service."""
-        if self._sync_flush and result.ok and self.services is not None and self.services.group_commit is not None:
+        if not (self._sync_flush and result.ok):
+            return
+        if self.services is not None and self.services.group_commit is not None:
             self.services.group_commit.flush_soon()
+        else:  # no service yet to flush it later: now, as a waiting put is flushed then
+            self.commit_log.mapped_file_queue.flush_all()
 
     async def _settled(self, result: PutMessageResult) -> PutMessageResult:
         """*result* once flushed and replicated as the store's modes ask (asyncio)."""
