@@ -173,6 +173,9 @@ def _rows_in_order(chunk: list[tuple[object, ...]], offset: int, end: int) -> tu
 _PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+_PUT_OK = PutMessageStatus.PUT_OK
+
+
 class GetMessageStatus(Enum):
     # Members hash by identity, in C (Enum's own __hash__ is a call of Python code): a request looks its status
     # up in a dict. They compare by identity already, and each is one object.
@@ -1151,7 +1154,10 @@ class MessageStore:
         bad = self._validate(msg.topic, msg.queue_id)
         if bad is not None:
             return bad
-        return self._counted(self.commit_log.put_message(msg), msg.wait_store_msg_ok)
+        result = self.commit_log.put_message(msg)
+        if result.status is not _PUT_OK or not msg.wait_store_msg_ok:  # (the common put: two tests, no call)
+            self._counted(result, msg.wait_store_msg_ok)
+        return result
 
     def _append_batch(self, msgs: list[MessageExt | Message] | MessageExtBatch,
                       queue_id: int | None = None) -> PutMessageResult:  # fmt: skip
