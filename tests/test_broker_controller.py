@@ -110,6 +110,7 @@ def test_broker_conf_sets_broker_and_store(tmp_path: Path) -> None:
     (["start", "--broker-port", "99999"], "not a port"),
     (["start", "--namesrv-port", "x"], "not an integer"),
     (["namesrv", "--port", "-1"], "must not be negative"),
+    (["store", "inspect", "/tmp", "--bogus"], "unrecognized arguments: --bogus (see 'rocketq store inspect --help')"),
     (["admin", "-n", "127.0.0.1:1", "updateTopic", "-t", "T", "-c", "C", "-r", "0"], "must be at least 1"),
     (["admin", "-n", "127.0.0.1:1", "queryMsgByOffset", "-t", "T", "-b", "b", "-i", "-1", "-o", "0"],
      "must not be negative"),

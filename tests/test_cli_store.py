@@ -204,7 +204,7 @@ def test_dump_filters(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(lines) == 12 and all("GoldenBatch/" in line for line in lines)
     assert "12 messages" in err
     code, out, _ = run(capsys, "store", "dump", CLEAN, "--json", "--topic", "NoSuchTopic")
-    assert code == 0 and out == ""
+    assert code == 1 and out == ""  # (test_dump_of_a_topic_the_store_has_not_says_so)
 
 
 # ---------------------------------------------------------------------------- inspect
@@ -341,6 +341,12 @@ def test_a_file_of_the_wrong_size_is_named_damaged_or_the_setting_wrong(capsys: 
     (tmp_path / "wrong.conf").write_text("mappedFileSizeCommitLog=2097152\n")
     code, _, err = run(capsys, "store", "verify", store, "-c", tmp_path / "wrong.conf")
     assert code == 1 and "expected 2097152: wrong mappedFileSize setting for this store?" in err
+
+
+def test_dump_of_a_topic_the_store_has_not_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "store", "dump", CLEAN, "--topic", "NoSuchTopic")
+    assert code == 1 and out == "" and "topic 'NoSuchTopic' is not in this store (its topics: " in one_error_line(err)
+    assert "GoldenTopicA" in err
 
 
 def test_verify_finds_a_damaged_checkpoint(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

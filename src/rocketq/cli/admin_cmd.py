@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rocketq.cli.args import add_credentials, credentials, non_negative, positive, seconds
+from rocketq.cli.store_cmd import CommandError
 from rocketq.client.admin import (
     RETRY_GROUP_TOPIC_PREFIX,
     TOOLS_CONSUMER_GROUP,
@@ -583,18 +584,21 @@ def _print_running_info(info: dict[str, Any]) -> None:
 def _update_sub_group_options(p: argparse.ArgumentParser) -> None:
     _broker_or_cluster(p, "create the group")
     p.add_argument("-g", "--groupName", dest="group", required=True, help="consumer group name")
-    p.add_argument("-s", "--consumeEnable", dest="consume_enable", type=_bool, default=True, help="(true)")
+    p.add_argument("-s", "--consumeEnable", dest="consume_enable", type=_bool, default=True,
+                   help="whether the group may consume (true)")  # fmt: skip
     p.add_argument("-m", "--consumeFromMinEnable", dest="consume_from_min_enable", type=_bool, default=False,
-                   help="(false)")  # fmt: skip
+                   help="a new member starts at the queue's first message (false)")  # fmt: skip
     p.add_argument("-d", "--consumeBroadcastEnable", dest="consume_broadcast_enable", type=_bool, default=False,
-                   help="(false)")  # fmt: skip
+                   help="the group may consume in broadcasting mode (false)")  # fmt: skip
     p.add_argument("-o", "--consumeMessageOrderly", dest="consume_message_orderly", type=_bool, default=False,
-                   help="(false)")  # fmt: skip
-    p.add_argument("-q", "--retryQueueNums", dest="retry_queue_nums", type=non_negative, default=1, help="(1)")
-    p.add_argument("-r", "--retryMaxTimes", dest="retry_max_times", type=int, default=16, help="(16)")
+                   help="the group consumes orderly (false)")  # fmt: skip
+    p.add_argument("-q", "--retryQueueNums", dest="retry_queue_nums", type=non_negative, default=1,
+                   help="queues of the group's retry topic (1)")  # fmt: skip
+    p.add_argument("-r", "--retryMaxTimes", dest="retry_max_times", type=int, default=16,
+                   help="times a message is retried before the dead-letter queue (16)")  # fmt: skip
     p.add_argument("-i", "--brokerId", dest="broker_id", type=non_negative, default=0, help="read from broker id (0)")
     p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", dest="which_broker_when_consume_slowly", type=int,
-                   default=1, help="(1)")  # fmt: skip
+                   default=1, help="broker id to read from when consumption falls behind (1)")  # fmt: skip
     p.add_argument("-a", "--notifyConsumerIdsChanged", dest="notify_consumer_ids_changed_enable", type=_bool,
                    default=True, help="(true)")  # fmt: skip
 
@@ -1094,7 +1098,7 @@ def _common(p: argparse.ArgumentParser, *, top: bool) -> None:
 def cmd_admin(args: argparse.Namespace) -> int:
     fn: Verb | None = getattr(args, "admin_verb", None)
     if fn is None:
-        raise AdminError("choose a verb: " + ", ".join(_VERBS) + " (see 'rocketq admin --help')")
+        raise CommandError("choose a verb: " + ", ".join(_VERBS) + " (see 'rocketq admin --help')", exit_code=2)
     addr = args.namesrv_addr or os.environ.get("NAMESRV_ADDR")
     account = credentials(args)
 

@@ -17,7 +17,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rocketq.cli import admin_cmd, broker_cmd, client_cmd, namesrv_cmd, spark_cmd, store_cmd
 from rocketq.common.errors import RocketqError
@@ -46,6 +46,20 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        ns, extras = super().parse_known_args(args, namespace)
+        if getattr(ns, "_deepest_prog", None) is None:  # the innermost command's parser returns first
+            ns._deepest_prog = self.prog
+        return ns, extras
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        """As argparse's, but an argument no parser took points at the help of the command it was given to."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)} "
+                             f"(see '{getattr(ns, '_deepest_prog', None) or self.prog} --help')")  # fmt: skip
+        return ns
 
 
 def build_parser() -> ArgumentParser:

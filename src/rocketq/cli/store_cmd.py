@@ -437,6 +437,11 @@ def inspect_store(store: ReadOnlyStore, settings: StoreSettings) -> dict[str, An
     }
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 message``, ``2 messages``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _inspect_text(info: dict[str, Any]) -> list[str]:
     cfg, cl, tr = info["config"], info["commitLog"], info["timeRange"]
     lines = [
@@ -445,8 +450,9 @@ def _inspect_text(info: dict[str, Any]) -> list[str]:
         f"sizes            commit-log files {cfg['mappedFileSizeCommitLog']} B, consume-queue files "
         f"{cfg['mappedFileSizeConsumeQueue']} B, index {cfg['maxHashSlotNum']} slots x "
         f"{cfg['maxIndexNum']} entries",
-        f"commit log       {cl['path']}: offsets {cl['minOffset']}..{cl['maxOffset']}, "
-        f"{cl['messages']} messages, {cl['blankEnds']} BLANK ends",
+        f"commit log       {cl['path']}: "
+        + (f"offsets {cl['minOffset']}..{cl['maxOffset']}, " if cl["minOffset"] >= 0 else "empty, ")
+        + f"{_count(cl['messages'], 'message')}, {cl['blankEnds']} BLANK ends",
     ]
     for f in cl["files"]:
         extra = f" read position {f['readPosition']}" if "readPosition" in f else f"  ({f.get('note', '')})"
@@ -457,8 +463,9 @@ def _inspect_text(info: dict[str, Any]) -> list[str]:
         )
     how = "all flushed at the clean shutdown" if info["cleanShutdown"] else "known flushed by the checkpoint"
     lines.append(
-        f"durability       flushed offset {cl['flushedOffset']} ({how}), confirm offset {cl['confirmOffset']}; "
-        f"an abnormal recovery would scan from offset {cl['abnormalRecoveryStartOffset']}"
+        f"durability       flushed offset {cl['flushedOffset']} ({how}), confirm offset {cl['confirmOffset']}"
+        + (f"; an abnormal recovery would scan from offset {cl['abnormalRecoveryStartOffset']}"
+           if cl["abnormalRecoveryStartOffset"] >= 0 else "")
     )
     lines.append(
         f"store time       {tr['earliest']} .. {tr['latest']}  ({tr['earliestStoreTimestamp']} .. "
@@ -468,10 +475,10 @@ def _inspect_text(info: dict[str, Any]) -> list[str]:
     lines.append(f"consume queues   {cq['path']}: {cq['queues']} queues in {cq['files']} files")
     lines.append(f"topics           {len(info['topics'])}")
     for topic, t in info["topics"].items():
-        lines.append(f"  {topic}  {t['count']} messages in {len(t['queues'])} queues")
+        lines.append(f"  {topic}  {_count(t['count'], 'message')} in {_count(len(t['queues']), 'queue')}")
         for qid, q in t["queues"].items():
             lines.append(
-                f"    queue {qid:>3}  offsets {q['minOffset']}..{q['maxOffset']}  ({q['count']} messages)"
+                f"    queue {qid:>3}  offsets {q['minOffset']}..{q['maxOffset']}  ({_count(q['count'], 'message')})"
             )
     lines.append(f"index files      {len(info['index']['files'])}")
     for f in info["index"]["files"]:
@@ -575,12 +582,16 @@ def cmd_dump(args: argparse.Namespace) -> int:
     store, _ = open_read_only(args)
     try:
         n = _write_messages(iter_messages(store, args.topic, args.queue), args.json)
+        if n == 0 and args.topic is not None and args.topic not in store.consume_queue_table:
+            topics = sorted(store.consume_queue_table)
+            shown = ", ".join(topics[:20]) + (f", ... ({len(topics)} in all)" if len(topics) > 20 else "")
+            raise CommandError(f"topic {args.topic!r} is not in this store (its topics: {shown or 'none'})")
         lost = unrecovered_data(store)
         clean = store.last_exit_ok
     finally:
         store.close()
     if not args.json:
-        sys.stderr.write(f"{n} messages\n")
+        sys.stderr.write(f"{_count(n, 'message')}\n")
     if lost is not None:
         why = f"commit-log data after offset {lost} is not dumped: recovery stops at a damaged record there"
         if clean:
