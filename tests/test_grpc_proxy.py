@@ -312,6 +312,9 @@ def test_the_endpoints_answers_to_good_and_bad_requests(tmp_path: Path) -> None:
         async with running_broker(tmp_path / "b", grpcServerPort="0") as broker:
             _topic(broker)
             _topic(broker, "HalfRead", read=4, write=2)
+            _topic(broker, "ReadOnly", perm=4)
+            disabled = SubscriptionGroupConfig(group_name="Disabled", consume_enable=False)
+            broker.subscription_group_manager.update_subscription_group_config(disabled)
             port = broker.broker_config.grpc_server_port
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 stub = _Stub(channel)
@@ -375,6 +378,31 @@ def test_the_endpoints_answers_to_good_and_bad_requests(tmp_path: Path) -> None:
                 assert answers[-1].HasField("delivery_timestamp")
                 digest = got[0].system_properties.body_digest
                 assert digest.type == pb.DigestType.CRC32 and digest.checksum == f"{zlib.crc32(b'ok'):08X}"
+                # As 5.x's proxy: no system topic or system group for a client, a group that may not consume is
+                # refused, at most 32 messages a receive, a read-only topic takes no send.
+                for system_topic in ("TBW102", "RMQ_SYS_TRANS_HALF_TOPIC", "SCHEDULE_TOPIC_XXXX"):
+                    asked.topic.name = system_topic
+                    route = await stub.unary("QueryRoute", asked, pb.QueryRouteResponse)
+                    assert route.status.code == pb.Code.ILLEGAL_TOPIC and "system topic" in route.status.message
+                    sneak = _message(b"no")
+                    sneak.topic.name = system_topic
+                    answer = await stub.unary("SendMessage", pb.SendMessageRequest(messages=[sneak]),
+                                              pb.SendMessageResponse)  # fmt: skip
+                    assert answer.status.code == pb.Code.ILLEGAL_TOPIC
+                for group, code in (("CID_RMQ_SYS_TRANS", pb.Code.ILLEGAL_CONSUMER_GROUP),
+                                    ("Disabled", pb.Code.FORBIDDEN)):  # fmt: skip
+                    refused_receive = pb.ReceiveMessageRequest(batch_size=4)
+                    refused_receive.group.name = group
+                    refused_receive.message_queue.topic.name = TOPIC
+                    refused_receive.invisible_duration.FromSeconds(30)
+                    assert (await stub.receive(refused_receive))[0].status.code == code, group
+                refused_receive.group.name, refused_receive.batch_size = "G1", 33
+                assert (await stub.receive(refused_receive))[0].status.code == pb.Code.BAD_REQUEST
+                read_only = _message(b"ro")
+                read_only.topic.name = "ReadOnly"
+                answer = await stub.unary("SendMessage", pb.SendMessageRequest(messages=[read_only]),
+                                          pb.SendMessageResponse)  # fmt: skip
+                assert answer.status.code == pb.Code.FORBIDDEN and "no writable queue" in answer.status.message
                 # Acknowledgements: a made-up handle, then the real one twice.
                 ack = pb.AckMessageRequest()
                 ack.group.name, ack.topic.name = "G1", TOPIC

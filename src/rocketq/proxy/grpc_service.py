@@ -57,6 +57,7 @@ from rocketq.common.message import (
     properties_to_string,
 )
 from rocketq.common.message_id import decode_offset_message_id
+from rocketq.common.mixall import CID_RMQ_SYS_PREFIX, PERM_WRITE
 from rocketq.proxy.pop import AckStatus, PopService
 from rocketq.proxy.schema import SERVICE, pb
 from rocketq.remoting.codes import LanguageCode, RequestCode, ResponseCode
@@ -95,6 +96,7 @@ MIN_LONG_POLLING_MS = 5_000
 MAX_LONG_POLLING_MS = 20_000
 RECEIVE_BATCH_SIZE = 32
 MIN_INVISIBLE_MS = 10_000
+DEFAULT_INVISIBLE_MS = 60_000  # ProxyConfig.defaultInvisibleTimeMills: a receive whose handles the proxy renews
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 #: What a long-polling receive leaves of the client's deadline for its answer to get there.
 POLLING_RESERVE_MS = 300
@@ -397,7 +399,10 @@ class GrpcMessagingService:
         problem = validate_topic(name)
         if problem is not None:
             raise GrpcProxyError(pb.Code.ILLEGAL_TOPIC, problem[1])
-        config = self.controller.topic_config_manager.select_topic_config(name)
+        tcm = self.controller.topic_config_manager
+        if tcm.is_system_topic(name):  # GrpcValidator.validateTopic: the broker's own topics are not a client's
+            raise GrpcProxyError(pb.Code.ILLEGAL_TOPIC, f"cannot access system topic: {name}")
+        config = tcm.select_topic_config(name)
         if config is None:
             raise GrpcProxyError(pb.Code.TOPIC_NOT_FOUND, f"topic not found: {name}")
         return config
@@ -406,6 +411,8 @@ class GrpcMessagingService:
         name = resource.name
         if not name or validate_topic(name) is not None:  # a group's name follows a topic's rules
             raise GrpcProxyError(pb.Code.ILLEGAL_CONSUMER_GROUP, f"illegal consumer group: {name!r}")
+        if name.startswith(CID_RMQ_SYS_PREFIX):  # validateConsumerGroup (MixAll.isSysConsumerGroup)
+            raise GrpcProxyError(pb.Code.ILLEGAL_CONSUMER_GROUP, f"cannot use system consumer group: {name}")
         config = self.controller.subscription_group_manager.find_subscription_group_config(name)
         if config is None:
             raise GrpcProxyError(pb.Code.CONSUMER_GROUP_NOT_FOUND, f"consumer group not found: {name}")
@@ -711,6 +718,10 @@ class GrpcMessagingService:
         # One queue for the request, as the proxy sends its messages as one batch; by the message group of a
         # single message.
         group = request.messages[0].system_properties.message_group if len(request.messages) == 1 else ""
+        perm = config.perm & self.controller.broker_config.broker_permission
+        if not perm & PERM_WRITE or config.write_queue_nums <= 0:  # no queue the write selector could give
+            response.status.CopyFrom(_status(pb.Code.FORBIDDEN, f"no writable queue of {config.topic_name}"))
+            return response
         queue_id = self._select_queue(config, group)
         for message in request.messages:
             response.entries.append(await self._send_one(message, config, queue_id, peer))
@@ -830,9 +841,16 @@ class GrpcMessagingService:
         try:
             topic_config = self._topic_config(request.message_queue.topic)
             group_config = self._group(request.group)
-            invisible_ms = request.invisible_duration.ToMilliseconds() if request.HasField("invisible_duration") \
-                else MIN_INVISIBLE_MS  # fmt: skip
-            if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS and not request.auto_renew:
+            if not group_config.consume_enable:  # the broker's PopMessageProcessor refuses such a group
+                raise GrpcProxyError(pb.Code.FORBIDDEN, f"subscription group no permission, {group_config.group_name}")
+            if request.batch_size > RECEIVE_BATCH_SIZE:
+                raise GrpcProxyError(pb.Code.BAD_REQUEST, f"pop message's num is greater than {RECEIVE_BATCH_SIZE}")
+            if request.auto_renew:  # the proxy's defaultInvisibleTimeMills while it renews the handles
+                invisible_ms = DEFAULT_INVISIBLE_MS
+            else:
+                invisible_ms = request.invisible_duration.ToMilliseconds() \
+                    if request.HasField("invisible_duration") else 0  # fmt: skip
+            if not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
                 raise GrpcProxyError(pb.Code.ILLEGAL_INVISIBLE_TIME,
                                      f"the invisible time of message must be in [{MIN_INVISIBLE_MS}, "
                                      f"{MAX_INVISIBLE_MS}] ms, but got {invisible_ms}")  # fmt: skip
@@ -848,7 +866,7 @@ class GrpcMessagingService:
             # Answered before the client gives up (the proxy keeps 100 ms, longPollingReserveTimeInMillis; a Python
             # server on a busy machine needs more to get its answer out in time).
             polling_ms = min(polling_ms, max(0, int(remaining * 1000) - POLLING_RESERVE_MS))
-        batch = max(1, min(request.batch_size or RECEIVE_BATCH_SIZE, 1024))
+        batch = request.batch_size or RECEIVE_BATCH_SIZE
         perm = topic_config.perm & self.controller.broker_config.broker_permission
         readable = topic_config.read_queue_nums if perm & 4 else 0
         if readable <= 0:
