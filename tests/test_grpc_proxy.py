@@ -438,6 +438,38 @@ def test_the_endpoints_answers_to_good_and_bad_requests(tmp_path: Path) -> None:
     run(scenario(), 120)
 
 
+def test_handles_received_with_auto_renew_are_renewed_while_the_client_is_here(tmp_path: Path) -> None:
+    """As 5.x's proxy: a receive with auto_renew (the push consumer's) gets 60 s, and the proxy renews the handle
+    ahead of its visibility while the client is connected, so a slow listener's message is not delivered again;
+    the client acknowledges with the handle it was given. Renewal rounds are run here by hand, at times ahead."""
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "b", grpcServerPort="0") as broker:
+            _topic(broker, read=1, write=1)
+            service = broker.grpc_service
+            port = broker.broker_config.grpc_server_port
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = _Stub(channel)
+                assert (await stub.unary("SendMessage", pb.SendMessageRequest(messages=[_message(b"slow")]),
+                                         pb.SendMessageResponse)).status.code == pb.Code.OK  # fmt: skip
+                receive = pb.ReceiveMessageRequest(batch_size=1, auto_renew=True)
+                receive.group.name, receive.message_queue.topic.name = "G1", TOPIC
+                got = [a.message for a in await stub.receive(receive) if a.HasField("message")]
+                held = got[0].system_properties.receipt_handle
+                assert got[0].system_properties.invisible_duration.seconds == 60
+                t0 = int(time.time() * 1000)
+                assert service.renew_due(t0 + 20_000) == 0  # not near its visibility yet
+                assert service.renew_due(t0 + 55_000) == 1  # renewed: visible at +115 s now, not +60 s
+                again, _dead = service.pop.pop("G1", TOPIC, [0], 1, 10_000, t0 + 70_000)
+                assert again == []
+                ack = pb.AckMessageRequest()
+                ack.group.name, ack.topic.name = "G1", TOPIC
+                ack.entries.add(message_id="01ABCDEF", receipt_handle=held)  # the handle the client was given
+                assert (await stub.unary("AckMessage", ack, pb.AckMessageResponse)).status.code == pb.Code.OK
+                assert service.renew_due(t0 + 110_000) == 0 and not service._renewing
+
+    run(scenario(), 60)
+
+
 def test_a_waiting_receive_is_answered_when_a_message_arrives_and_before_its_deadline(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     # A receive looks again on its own only every 10 s here: an answer sooner is the arrival's doing.

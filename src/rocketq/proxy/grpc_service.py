@@ -97,6 +97,12 @@ MAX_LONG_POLLING_MS = 20_000
 RECEIVE_BATCH_SIZE = 32
 MIN_INVISIBLE_MS = 10_000
 DEFAULT_INVISIBLE_MS = 60_000  # ProxyConfig.defaultInvisibleTimeMills: a receive whose handles the proxy renews
+#: The proxy's renewal of handles received with auto_renew (DefaultReceiptHandleManager): every
+#: renewSchedulePeriodMillis, the handles within renewAheadTimeMillis of visibility get DEFAULT_INVISIBLE_MS
+#: more, while their client is connected, for at most renewMaxTimeMillis.
+RENEW_PERIOD_S = 5.0
+RENEW_AHEAD_MS = 10_000
+RENEW_MAX_MS = 3 * 3600 * 1000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 #: What a long-polling receive leaves of the client's deadline for its answer to get there.
 POLLING_RESERVE_MS = 300
@@ -121,6 +127,19 @@ _SEND_CODES = {
 }  # fmt: skip
 _TRANSACTION_COMMIT = 8  # MessageSysFlag.TRANSACTION_COMMIT_TYPE
 _TRANSACTION_ROLLBACK = 12  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+
+
+@dataclass(slots=True)
+class _Renewal:
+    """A handle received with auto_renew: its group and topic, the handle now valid, the client, since when, and
+    when the message becomes visible again unless renewed."""
+
+    group: str
+    topic: str
+    handle: str
+    client_id: str
+    started_ms: int
+    visible_at: int
 
 
 class GrpcProxyError(Exception):
@@ -234,6 +253,9 @@ class GrpcMessagingService:
         # Long-polling receives by topic, woken by the broker's arrival listener (from whichever thread dispatched).
         self._waiting: dict[str, set[asyncio.Event]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Handles received with auto_renew, by the handle the client holds: the one now valid, renewed ahead.
+        self._renewing: dict[str, _Renewal] = {}
+        self._renew_task: asyncio.Task[None] | None = None
 
     # --- life cycle ---------------------------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> int:
@@ -274,10 +296,16 @@ class GrpcMessagingService:
         self._loop = asyncio.get_running_loop()
         self.server, self.port = server, bound
         self._stopping.clear()
+        self._renew_task = asyncio.create_task(self._renew_loop(), name="grpc-receipt-handle-renewal")
         return bound
 
     async def stop(self, grace: float = 1.0) -> None:
         self._stopping.set()
+        if self._renew_task is not None:
+            self._renew_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renew_task
+            self._renew_task = None
         for events in self._waiting.values():
             for event in events:
                 event.set()
@@ -287,6 +315,38 @@ class GrpcMessagingService:
         if self.server is not None:
             server, self.server = self.server, None
             await server.stop(grace)
+
+    # --- receipt handles the proxy renews -------------------------------------------------------------------------
+    async def _renew_loop(self) -> None:
+        while not self._stopping.is_set():
+            await asyncio.sleep(RENEW_PERIOD_S)
+            try:
+                self.renew_due(int(time.time() * 1000))
+            except Exception:  # one bad round must not end the renewals
+                log.exception("renewing receipt handles failed")
+
+    def renew_due(self, now_ms: int) -> int:
+        """One round of renewals: the handles near their visibility whose client is still here get more time; the
+        others are let go (they become visible and are delivered again). How many were renewed."""
+        renewed = 0
+        for held, r in list(self._renewing.items()):
+            if r.visible_at - now_ms > RENEW_AHEAD_MS:
+                continue
+            if r.client_id not in self.clients or now_ms - r.started_ms > RENEW_MAX_MS:
+                del self._renewing[held]
+                continue
+            status, handle = self.pop.change_invisible(r.group, r.topic, r.handle, DEFAULT_INVISIBLE_MS, now_ms)
+            if status != AckStatus.OK or handle is None:  # acknowledged, or gone: nothing to keep
+                del self._renewing[held]
+                continue
+            r.handle, r.visible_at = handle, now_ms + DEFAULT_INVISIBLE_MS
+            renewed += 1
+        return renewed
+
+    def _current_handle(self, held: str, *, stop: bool) -> str:
+        """The handle now valid for one a client holds (renewals replace it); *stop*: no more renewals of it."""
+        r = self._renewing.pop(held, None) if stop else self._renewing.get(held)
+        return r.handle if r is not None else held
 
     # --- arrivals -----------------------------------------------------------------------------------------------
     def waits_on(self, topic: str) -> bool:
@@ -911,6 +971,10 @@ class GrpcMessagingService:
                 del self._waiting[topic]
         client.last_seen = time.monotonic()
         delivered_at = int(time.time() * 1000)
+        if request.auto_renew:
+            for item in popped:
+                self._renewing[item.receipt_handle] = _Renewal(group, topic, item.receipt_handle, client.client_id,
+                                                               delivered_at, delivered_at + invisible_ms)  # fmt: skip
         for item in popped:
             yield pb.ReceiveMessageResponse(message=self._message_of(item.message, item.receipt_handle, item.attempt,
                                                                      item.invisible_ms))  # fmt: skip
@@ -952,7 +1016,8 @@ class GrpcMessagingService:
         now_ms = int(time.time() * 1000)
         for entry in request.entries:
             result = response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
-            status = self.pop.ack(request.group.name, request.topic.name, entry.receipt_handle, now_ms)
+            handle = self._current_handle(entry.receipt_handle, stop=True)
+            status = self.pop.ack(request.group.name, request.topic.name, handle, now_ms)
             result.status.CopyFrom(_status(pb.Code.OK) if status == AckStatus.OK else _status(*self._ACK_CODES[status]))
         codes = {e.status.code for e in response.entries}
         if len(codes) == 1:
@@ -974,7 +1039,8 @@ class GrpcMessagingService:
                                      f"the invisible time of message must be in [0, {MAX_INVISIBLE_MS}] ms")
         except GrpcProxyError as e:
             return pb.ChangeInvisibleDurationResponse(status=_status(e.code, str(e)))
-        status, handle = self.pop.change_invisible(request.group.name, request.topic.name, request.receipt_handle,
+        held = self._current_handle(request.receipt_handle, stop=True)  # the client takes the timing over
+        status, handle = self.pop.change_invisible(request.group.name, request.topic.name, held,
                                                    invisible_ms, int(time.time() * 1000))  # fmt: skip
         if status != AckStatus.OK or handle is None:
             return pb.ChangeInvisibleDurationResponse(status=_status(*self._ACK_CODES[status]))
@@ -987,7 +1053,8 @@ class GrpcMessagingService:
             self._group(request.group)
         except GrpcProxyError as e:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(e.code, str(e)))
-        status, commit_log_offset = self.pop.take(request.group.name, request.topic.name, request.receipt_handle,
+        held = self._current_handle(request.receipt_handle, stop=True)
+        status, commit_log_offset = self.pop.take(request.group.name, request.topic.name, held,
                                                   int(time.time() * 1000))  # fmt: skip
         if status != AckStatus.OK or commit_log_offset is None:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=_status(*self._ACK_CODES[status]))
