@@ -348,6 +348,15 @@ def test_the_endpoints_answers_to_good_and_bad_requests(tmp_path: Path) -> None:
                 system_key = _message()
                 system_key.user_properties["UNIQ_KEY"] = "mine"
                 bad[pb.Code.ILLEGAL_MESSAGE_PROPERTY_KEY] = system_key
+                # the proxy's own limits: control characters as javaIsoControl (a tab too), at most a day of
+                # delay, an hour of transaction recovery
+                bad[pb.Code.ILLEGAL_MESSAGE_TAG] = _message(tag="a\tb")
+                late = _message()
+                late.system_properties.delivery_timestamp.FromMilliseconds(int(time.time() * 1000) + 2 * 86_400_000)
+                bad[pb.Code.ILLEGAL_DELIVERY_TIME] = late
+                slow_tx = _message(message_type=pb.MessageType.TRANSACTION)
+                slow_tx.system_properties.orphaned_transaction_recovery_duration.FromSeconds(3601)
+                bad[pb.Code.BAD_REQUEST] = slow_tx
                 for code, message in bad.items():
                     answer = await stub.unary("SendMessage", pb.SendMessageRequest(messages=[message]),
                                               pb.SendMessageResponse)  # fmt: skip
@@ -403,6 +412,14 @@ def test_the_endpoints_answers_to_good_and_bad_requests(tmp_path: Path) -> None:
                 answer = await stub.unary("SendMessage", pb.SendMessageRequest(messages=[read_only]),
                                           pb.SendMessageResponse)  # fmt: skip
                 assert answer.status.code == pb.Code.FORBIDDEN and "no writable queue" in answer.status.message
+                # a topic of one message type (its message.type attribute) takes no other
+                fifo = broker.topic_config_manager.select_topic_config("HalfRead")
+                fifo.extra["attributes"] = {"message.type": "FIFO"}
+                normal = _message(b"normal", message_type=pb.MessageType.NORMAL)
+                normal.topic.name = "HalfRead"
+                answer = await stub.unary("SendMessage", pb.SendMessageRequest(messages=[normal]),
+                                          pb.SendMessageResponse)  # fmt: skip
+                assert answer.status.code == pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
                 # Acknowledgements: a made-up handle, then the real one twice.
                 ack = pb.AckMessageRequest()
                 ack.group.name, ack.topic.name = "G1", TOPIC

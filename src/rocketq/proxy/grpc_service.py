@@ -96,6 +96,8 @@ MIN_LONG_POLLING_MS = 5_000
 MAX_LONG_POLLING_MS = 20_000
 RECEIVE_BATCH_SIZE = 32
 MIN_INVISIBLE_MS = 10_000
+MAX_DELAY_MS = 24 * 3600 * 1000  # ProxyConfig.maxDelayTimeMills
+MAX_TRANSACTION_RECOVERY_S = 3600  # ProxyConfig.maxTransactionRecoverySecond
 DEFAULT_INVISIBLE_MS = 60_000  # ProxyConfig.defaultInvisibleTimeMills: a receive whose handles the proxy renews
 #: The proxy's renewal of handles received with auto_renew (DefaultReceiptHandleManager): every
 #: renewSchedulePeriodMillis, the handles within renewAheadTimeMillis of visibility get DEFAULT_INVISIBLE_MS
@@ -164,7 +166,9 @@ def _set_ms(ts: Any, ms: int) -> None:
 
 
 def _has_control_character(text: str) -> bool:
-    return any((ord(c) < 32 and c not in "\t\n\r") or ord(c) == 127 for c in text)
+    """Guava's ``CharMatcher.javaIsoControl`` (the proxy's check): U+0000-001F and U+007F-009F, tab and newlines
+    among them."""
+    return any(ord(c) < 32 or 127 <= ord(c) <= 159 for c in text)
 
 
 def consistent_hash(value: int, buckets: int) -> int:
@@ -675,12 +679,17 @@ class GrpcMessagingService:
         if system.message_type == pb.MessageType.TRANSACTION:
             props[PROPERTY_TRANSACTION_PREPARED] = "true"
             if system.HasField("orphaned_transaction_recovery_duration"):
-                props[PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS] = str(
-                    system.orphaned_transaction_recovery_duration.seconds)
+                seconds = system.orphaned_transaction_recovery_duration.seconds
+                if seconds > MAX_TRANSACTION_RECOVERY_S:  # validateTransactionRecoverySecond
+                    raise GrpcProxyError(pb.Code.BAD_REQUEST,
+                                         f"the max transaction recovery time of message is too large, max is "
+                                         f"{MAX_TRANSACTION_RECOVERY_S}")  # fmt: skip
+                props[PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS] = str(seconds)
         if system.HasField("delivery_timestamp"):
             due = _ms(system.delivery_timestamp)
-            max_delay_ms = self.controller.broker_config.timer_max_delay_sec * 1000
-            if max_delay_ms > 0 and due - int(time.time() * 1000) > max_delay_ms:
+            # the proxy's maxDelayTimeMills, then the broker's timer limit
+            max_delay_ms = min(MAX_DELAY_MS, self.controller.broker_config.timer_max_delay_sec * 1000 or MAX_DELAY_MS)
+            if due - int(time.time() * 1000) > max_delay_ms:
                 raise GrpcProxyError(pb.Code.ILLEGAL_DELIVERY_TIME,
                                      f"the max delay time of message is too large, max is {max_delay_ms}")
             props[PROPERTY_TIMER_DELIVER_MS] = str(due)
@@ -726,6 +735,11 @@ class GrpcMessagingService:
             entry.status.CopyFrom(_status(e.code, str(e)))
             return entry
         system = message.system_properties
+        accepted = self._accepted_types(config)
+        if accepted is not _ANY_TYPE and system.message_type not in accepted:  # DefaultTopicMessageTypeValidator
+            entry.status.CopyFrom(_status(pb.Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "current message type not "
+                                          f"match with topic accept message types {config.topic_name}"))  # fmt: skip
+            return entry
         transactional = system.message_type == pb.MessageType.TRANSACTION
         born = props.get(PROPERTY_BORN_TIMESTAMP)
         request = create_request(RequestCode.SEND_MESSAGE, {
