@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +212,14 @@ def test_client_id() -> None:
     config = ClientConfig(client_ip="10.1.2.3", instance_name="app", unit_name="u1")
     assert config.build_client_id() == "10.1.2.3@app@u1"
     assert ClientConfig(client_ip="10.1.2.3").build_client_id().startswith("10.1.2.3@")
+    # DEFAULT: pid#<a clock reading of the process>, as Java's changeInstanceNameToPID: two processes of one pid
+    # on one address (containers) are two members, not one id; the same all through one process
+    default = ClientConfig(client_ip="10.1.2.3")
+    pid, _, stamp = default.build_client_id().removeprefix("10.1.2.3@").partition("#")
+    assert pid == str(os.getpid()) and stamp.isdigit() and default.build_client_id() == ClientConfig(
+        client_ip="10.1.2.3").build_client_id()  # fmt: skip
+    # a broadcasting consumer's offset file is named by the id as configured: found again in the next run
+    assert default.build_client_id(resolved=False) == "10.1.2.3@DEFAULT"
 
 
 def test_new_message_properties() -> None:

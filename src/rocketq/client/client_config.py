@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import os
 import socket
+import time
 from dataclasses import dataclass
 
 from rocketq.client.errors import ClientError
@@ -45,6 +46,17 @@ def resolve_namesrv_addrs(addr: str | None = None) -> list[str]:
         "no name server address: give one (-n 127.0.0.1:9876 on the command line, namesrv_addr in code) or set "
         "NAMESRV_ADDR"
     )
+
+
+_INSTANCE_NAME: tuple[int, str] | None = None  # (pid, name): made again in a forked child
+
+
+def _process_instance_name() -> str:
+    global _INSTANCE_NAME
+    pid = os.getpid()
+    if _INSTANCE_NAME is None or _INSTANCE_NAME[0] != pid:
+        _INSTANCE_NAME = (pid, f"{pid}#{time.monotonic_ns()}")
+    return _INSTANCE_NAME[1]
 
 
 @functools.cache
@@ -107,13 +119,18 @@ class ClientConfig:
         return self.client_ip or local_ip()
 
     def resolved_instance_name(self) -> str:
-        """``DEFAULT`` becomes the process id, so that one process shares one client instance."""
+        """``DEFAULT`` becomes ``pid#<a clock reading of this process>``, as Java's ``changeInstanceNameToPID``
+        makes it: one process shares one client instance, and two processes with one pid on one address (a
+        container's pid 1 on a host network, say) are two members of a group, not one id consuming twice."""
         if self.instance_name == DEFAULT_INSTANCE_NAME:
-            return str(os.getpid())
+            return _process_instance_name()
         return self.instance_name
 
-    def build_client_id(self) -> str:
-        cid = f"{self.ip()}@{self.resolved_instance_name()}"
+    def build_client_id(self, *, resolved: bool = True) -> str:
+        """``buildMQClientId``. Not *resolved*: with the instance name as configured (``IP@DEFAULT``), the id a
+        Java broadcasting consumer keeps (it does not take a per-process name) and names its offset file by, the
+        same in every run."""
+        cid = f"{self.ip()}@{self.resolved_instance_name() if resolved else self.instance_name}"
         if self.unit_name:
             cid += f"@{self.unit_name}"
         return cid

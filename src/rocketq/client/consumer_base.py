@@ -195,7 +195,10 @@ class ConsumerBase:
         check_group(self._group, "consumer")
         instance = get_client_instance(self.config, consumer_group=self._group)
         if self._message_model is MessageModel.BROADCASTING:
-            self.offset_store = LocalFileOffsetStore(instance.client_id, self._group, self.offset_store_dir)
+            # by the id without the per-process name: the offsets of the last run are found again (Java's
+            # broadcasting consumer keeps instanceName DEFAULT, hence IP@DEFAULT, for this)
+            self.offset_store = LocalFileOffsetStore(self.config.build_client_id(resolved=False), self._group,
+                                                     self.offset_store_dir)  # fmt: skip
         else:
             self.offset_store = RemoteBrokerOffsetStore(instance, self._group)
         await self.offset_store.load()
