@@ -8,7 +8,8 @@ every queue the consumer works on; ``persist_all`` writes them out:
   broker; the broker's QUERY_CONSUMER_OFFSET is the "store" (QUERY_NOT_FOUND reads as −1, a failure
   as −2);
 - broadcasting (``LocalFileOffsetStore``): every member keeps its own offsets in
-  ``~/.rocketmq_offsets/<clientId>/<group>/offsets.json`` (the directory can be moved with the
+  ``~/.rocketmq_offsets/<clientId>/<group>/offsets.json``, the client id as a Java broadcasting consumer keeps
+  it (``IP@DEFAULT`` unless an instance name is set: the same in every run; the directory can be moved with the
   ``offset_store_dir`` argument or the ``rocketmq.client.localOffsetStoreDir`` environment entry). The file
   is Java's ``OffsetSerializeWrapper``: ``{"offsetTable":{{"brokerName":…,"queueId":…,"topic":…}:42,…}}``
   (MessageQueue objects as keys, as fastjson writes them); the previous version is kept as
