@@ -32,6 +32,7 @@ from rocketq.common.message import (
     TRANSACTION_ROLLBACK_TYPE,
     MessageExt,
     properties_to_string,
+    wait_store_msg_ok,
 )
 from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
@@ -112,9 +113,8 @@ def _end_message_transaction(half: MessageExt) -> MessageExt:
     if raw is None:
         raw = encode_utf8_java(properties_to_string(props))
     # Java sets waitStoreMsgOK false, then replaces the property map with the half message's: its WAIT decides.
-    wait = props.get(PROPERTY_WAIT_STORE_MSG_OK)
     return MessageExt(topic=topic, body=half.body, flag=half.flag, properties=props, queue_id=queue_id,
                       sys_flag=half.sys_flag & ~TRANSACTION_MASK | TRANSACTION_NOT_TYPE,
                       born_timestamp=half.born_timestamp, born_host=half.born_host, store_host=half.store_host,
                       reconsume_times=half.reconsume_times, properties_bytes=raw,
-                      wait_store_msg_ok=wait is None or wait.strip().lower() == "true")  # fmt: skip
+                      wait_store_msg_ok=wait_store_msg_ok(props.get(PROPERTY_WAIT_STORE_MSG_OK)))  # fmt: skip

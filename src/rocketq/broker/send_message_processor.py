@@ -59,6 +59,7 @@ from rocketq.common.message import (
     properties_of_bytes,
     properties_to_string,
     string_to_properties,
+    wait_store_msg_ok,
 )
 from rocketq.remoting.codes import CURRENT_VERSION, FLAG_RESPONSE, LanguageCode, MQVersion, RequestCode, ResponseCode
 from rocketq.remoting.command import (
@@ -372,8 +373,7 @@ class SendMessageProcessor:
         batch = MessageExtBatch(topic, queue_id, flags, bodies, stored, properties_of_bytes(stored), sys_flag,
                                 header.born_timestamp, born_host_of(conn), ctl.store_host, header.reconsume_times or 0,
                                 sent_size=len(request.body or b""),
-                                wait_store_msg_ok=batch_props.get(PROPERTY_WAIT_STORE_MSG_OK, "true").strip().lower()
-                                == "true")  # fmt: skip
+                                wait_store_msg_ok=wait_store_msg_ok(batch_props.get(PROPERTY_WAIT_STORE_MSG_OK)))
         return self._answer(ctl.put_messages_now(batch), request, queue_id, None)
 
     # --- result ---------------------------------------------------------------------------------------

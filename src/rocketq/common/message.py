@@ -77,6 +77,23 @@ NAME_VALUE_SEPARATOR: Final = "\x01"
 PROPERTY_SEPARATOR: Final = "\x02"
 
 
+def wait_store_msg_ok(value: str | None) -> bool:
+    """``Message.isWaitStoreMsgOK`` of a ``WAIT`` property's value: true when unset, else whether it says true."""
+    return value is None or value.strip().lower() == "true"
+
+
+def producer_batch_size(bodies: Iterable[bytes], properties_bytes: Iterable[bytes]) -> int:
+    """The length of a batch as a producer encodes it (``MessageDecoder.encodeMessages``: per message 20 bytes of
+    header, the body, 2 bytes of property length and the properties): what 4.9.4 holds against
+    ``maxMessageSize``."""
+    n = 0
+    total = 0
+    for body in bodies:
+        n += 1
+        total += len(body)
+    return 22 * n + total + sum(map(len, properties_bytes))
+
+
 def properties_to_string(properties: dict[str, str]) -> str:
     """``MessageDecoder.messageProperties2String`` of RocketMQ 4.9: entries in dict order.
 
@@ -249,9 +266,7 @@ class MessageExtBatch:
         return len(self.bodies)
 
     def wire_size(self) -> int:
-        """The batch's length as a producer encodes it (``MessageDecoder.encodeMessages``: per message 20 bytes
-        of header, the body, 2 bytes of property length and the properties): what 4.9.4 holds against
-        ``maxMessageSize``."""
+        """The batch's length as its producer sent it (:func:`producer_batch_size` of the columns when not given)."""
         if self.sent_size >= 0:
             return self.sent_size
-        return 22 * len(self.bodies) + sum(map(len, self.bodies)) + sum(map(len, self.properties_bytes))
+        return producer_batch_size(self.bodies, self.properties_bytes)

@@ -66,6 +66,7 @@ from rocketq.common.message import (
     HostPort,
     MessageExt,
     MessageExtBatch,
+    producer_batch_size,
     string_to_properties,
     transaction_type,
 )
@@ -483,8 +484,8 @@ class CommitLog:
         # limit. Encoding left every message with its property bytes.
         refused = None
         if total > self.config.max_message_size:
-            refused = self._too_large_batch(sum(22 + len(m.body or b"") + len(m.properties_bytes or b"")
-                                                for m in msgs))  # fmt: skip
+            refused = self._too_large_batch(producer_batch_size((m.body or b"" for m in msgs),
+                                                                (m.properties_bytes or b"" for m in msgs)))  # fmt: skip
         refused = refused or self._refusal(total)
         if refused is not None:
             return refused

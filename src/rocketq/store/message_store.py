@@ -63,6 +63,7 @@ from rocketq.common.message import (
     Message,
     MessageExt,
     MessageExtBatch,
+    wait_store_msg_ok,
 )
 from rocketq.common.message_id import UniqueIdGenerator, decode_offset_message_id
 from rocketq.common.mixall import (
@@ -1107,8 +1108,8 @@ class MessageStore:
             now_ms() if born_timestamp is None else born_timestamp, born_host or store_host, 0, store_host,
             reconsume_times,
         )  # fmt: skip
-        if wait is not None and wait != "true" and wait.strip().lower() != "true":  # Boolean.parseBoolean; unset: true
-            msg.wait_store_msg_ok = False
+        if wait is not None and wait != "true":  # (the common case decided without a call)
+            msg.wait_store_msg_ok = wait_store_msg_ok(wait)
         return msg
 
     def _validate(self, topic: str, queue_id: int) -> PutMessageResult | None:
@@ -1143,6 +1144,7 @@ class MessageStore:
                 self.put_failed_times += 1
         elif not wait:
             result.wait = False
+            self._flush_soon(result)  # asked for once, here: the waits below only skip such a put
         return result
 
     def _append(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
@@ -1270,10 +1272,7 @@ class MessageStore:
         return self._settled(result) if self._waits_for(result) else result
 
     def _waits_for(self, result: PutMessageResult) -> bool:
-        if not result.wait:
-            self._flush_soon(result)
-            return False
-        return result.ok and (self._sync_flush or self._sync_master)
+        return result.ok and result.wait and (self._sync_flush or self._sync_master)
 
     def _flush_soon(self, result: PutMessageResult) -> None:
         """A put that does not wait (``WAIT=false``) under SYNC_FLUSH: its flush is asked for, not awaited, as
@@ -1304,10 +1303,7 @@ class MessageStore:
     def _flushed(self, result: PutMessageResult) -> Coroutine[Any, Any, PutMessageStatus] | None:
         """For asyncio code under SYNC_FLUSH: the wait for the group commit round that covers *result*'s record
         (:meth:`GroupCommitService.wait_flushed`), or None when there is nothing to wait for."""
-        if not (self._sync_flush and result.ok):
-            return None
-        if not result.wait:
-            self._flush_soon(result)
+        if not (self._sync_flush and result.ok and result.wait):
             return None
         gc = self._group_commit()
         if gc is None:
@@ -1324,9 +1320,7 @@ class MessageStore:
 
     def _wait_flushed(self, result: PutMessageResult) -> PutMessageResult:
         """``handleDiskFlush`` of a blocking put under SYNC_FLUSH: block until the record is on disk."""
-        if not result.wait:
-            self._flush_soon(result)
-        elif result.ok:
+        if result.ok and result.wait:
             gc = self._group_commit()
             if gc is not None:
                 _set_flush_status(result, gc.commit_and_wait(result.wrote_offset + result.wrote_bytes,
@@ -1339,8 +1333,6 @@ class MessageStore:
         fut: Future[PutMessageResult] = Future()
         gc = self._group_commit() if self._sync_flush and result.ok and result.wait else None
         if gc is None:
-            if not result.wait:
-                self._flush_soon(result)
             fut.set_result(result)
         else:
             gc.submit(result.wrote_offset + result.wrote_bytes, result, fut)
