@@ -481,6 +481,23 @@ def test_an_interrupted_import_says_where_to_go_on(capsys: pytest.CaptureFixture
     assert "3 messages imported from the first 3 lines of" in err and "import from line 4 (tail -n +4" in err
 
 
+def test_an_interrupt_python_wrapped_is_still_an_interrupt(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Ctrl-C in some places (a class body's ``__set_name__`` during an import) comes as a RuntimeError caused by
+    the interrupt: the command ends as interrupted, not with an internal error."""
+    from rocketq.cli import store_cmd
+
+    def interrupted_in_an_import(*args: Any, **kwargs: Any) -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise RuntimeError("Error calling __set_name__ on 'x' instance 'y' in 'Z'") from e
+
+    monkeypatch.setattr(store_cmd, "cmd_inspect", interrupted_in_an_import)
+    code, _, err = run(capsys, "store", "inspect", tmp_path)
+    assert code == 130 and err == "rocketq: interrupted\n"
+
+
 def test_import_from_stdin_with_inferred_sizes(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

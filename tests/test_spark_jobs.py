@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -162,9 +163,11 @@ def test_cli_errors(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[st
     path.write_bytes(bytes(data))
     code, _, err = run(capsys, "spark", "export", store, tmp_path / "out", "-q")
     assert code == 1 and len(err.strip().splitlines()) == 1 and "commit-log offset 272" in err
-    code, _, err = run(capsys, "spark", "rebuild", store, "-c", CONF, "-q")
+    code, _, err = run(capsys, "spark", "rebuild", store, "-c", CONF, "-q", "--max-partition-bytes", "200000")
     assert code == 1 and "commit-log offset 272" in err
     assert (store / "consumequeue").is_dir()  # a failed rebuild leaves the store as it was
+    time.sleep(3)  # the failed job's other task, had it gone on, would have made its staging directory again
+    assert not list(store.glob(".rebuild-*"))
     code, _, err = run(capsys, "spark", "query", store, "-q")
     assert code == 2 and "--key" in err
     # an output that is the store, or inside it, is refused before anything is deleted (overwrite deleted it)
@@ -173,6 +176,16 @@ def test_cli_errors(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[st
         code, _, err = run(capsys, "spark", "export", store, out, "--overwrite", "-q")
         assert code == 1 and "overlaps the store" in err and len(err.strip().splitlines()) == 1
     assert files_of(store) == before
+    # an output that exists is refused before Spark writes, with the option that replaces it; an empty one is taken
+    good = copy_store(CLEAN / "store", tmp_path / "good")
+    taken = tmp_path / "taken"
+    (taken / "topic=T").mkdir(parents=True)
+    code, _, err = run(capsys, "spark", "export", good, taken, "-q")
+    assert code == 1 and "already exists: give --overwrite" in err and len(err.strip().splitlines()) == 1
+    assert [p.name for p in taken.iterdir()] == ["topic=T"]
+    (taken / "topic=T").rmdir()
+    code, out, err = run(capsys, "spark", "export", good, taken, "-q", "--format", "json")
+    assert code == 0 and "exported 11 topic/date partitions" in out
     # a directory that is not a store (a mistyped path) is refused, and nothing is made in it
     other = tmp_path / "not-a-store"
     other.mkdir()
@@ -200,7 +213,7 @@ def test_rebuild_without_a_conf_says_what_it_sizes_files_by(spark: Any, tmp_path
     assert "mappedFileSizeConsumeQueue=6000000 (RocketMQ default)" in err
     assert "warning: the commit-log files are not of RocketMQ's default size, yet mappedFileSizeConsumeQueue and " \
         "index could only be taken from the defaults" in err and "Give the store's broker.conf with -c" in err
-    code, _, err = run(capsys, "spark", "rebuild", store, "-c", CONF, "-q")
+    code, _, err = run(capsys, "spark", "rebuild", store, "-c", CONF, "-q", "--max-partition-bytes", "200000")
     assert code == 0 and "warning" not in err and "mappedFileSizeConsumeQueue=6000 (" in err
 
 
@@ -221,3 +234,30 @@ def test_entry_script_and_package(spark: Any, tmp_path: Path, capsys: pytest.Cap
     assert code == 0 and "__main__.py" in out
     names = zipfile.ZipFile(tmp_path / "pkg.zip").namelist()
     assert "rocketq/spark/source.py" in names and "rocketq/cli/main.py" in names
+
+
+def test_ctrl_c_in_a_job_cancels_it_quietly(spark: Any, caplog: pytest.LogCaptureFixture,
+                                            capfd: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Ctrl-C during a job of the command line: the job cancelled, nothing logged (PySpark's own handler cancels
+    through the connection the interrupted call is reading, and py4j logs both failures with tracebacks), and the
+    session usable until it is stopped."""
+    import signal
+    import threading
+
+    from rocketq.cli.spark_cmd import _QuietInterrupts
+
+    interrupts = _QuietInterrupts(spark)
+    timer = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            spark.range(0, 10**13, numPartitions=2).where("id % 7 = 8").count()  # hours of work
+        interrupts.settle()
+    finally:
+        timer.cancel()
+        interrupts.restore()
+    assert not spark.sparkContext.statusTracker().getActiveJobsIds()
+    assert not [r for r in caplog.records if r.levelno >= 30], [r.getMessage() for r in caplog.records]
+    assert "Traceback" not in capfd.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is not interrupts._on_interrupt
+    assert spark.range(10).count() == 10

@@ -93,6 +93,18 @@ def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _interrupted(e: BaseException) -> bool:
+    """Whether *e* stands for a Ctrl-C: Python wraps an interrupt that comes in some places (a class body's
+    ``__set_name__`` of an import under way, say) in a RuntimeError whose cause it is."""
+    seen = 0
+    cause: BaseException | None = e
+    while cause is not None and seen < 10:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``rocketq`` with *argv* (default ``sys.argv[1:]``); return the exit status."""
     parser = build_parser()
@@ -123,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {_describe(e)}", file=sys.stderr)
         return int(getattr(e, "exit_code", 1))
     except Exception as e:
+        if _interrupted(e):
+            print(f"{PROG}: interrupted", file=sys.stderr)
+            return 130
         if os.environ.get("ROCKETQ_DEBUG"):
             raise
         print(

@@ -17,9 +17,14 @@ extra the command says how to install it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import re
+import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,6 +63,7 @@ def _session(args: argparse.Namespace) -> Iterator[Any]:
 
     conf = dict(args.spark_conf or [])
     spark, created = get_session(args.master, app_name=f"rocketq {args.command}", conf=conf)
+    interrupts = _QuietInterrupts(spark)
     try:
         yield spark
     except RocketqError:
@@ -73,8 +79,74 @@ def _session(args: argparse.Namespace) -> Iterator[Any]:
             raise CommandError(f"Spark: {first}") from None
         raise
     finally:
-        if created:
-            spark.stop()
+        try:
+            interrupts.settle()
+            if created:
+                spark.stop()
+        finally:
+            interrupts.restore()
+
+
+class _QuietInterrupts:
+    """Ctrl-C during a job: a clean stop, without tracebacks.
+
+    PySpark's own SIGINT handler cancels the jobs through the very py4j connection the interrupted call is reading
+    (a reentrant call, which fails), py4j logs both failures with their tracebacks, and a session stopped under
+    running tasks logs theirs. While this is installed (main thread only), an interrupt turns Spark's logging off,
+    cancels the jobs from a thread of its own (a py4j connection of its own) and silences py4j's report of the
+    interrupted call; :meth:`settle`, before the session stops, waits for the jobs to go. The interrupt ends the
+    command as any other: ``rocketq: interrupted``, status 130.
+    """
+
+    def __init__(self, spark: Any) -> None:
+        self._sc = spark.sparkContext
+        self._cancelling: threading.Thread | None = None
+        self._previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_interrupt)
+
+    def _on_interrupt(self, signum: int, frame: Any) -> None:
+        if self._cancelling is None:
+            logging.disable(logging.CRITICAL)  # py4j reports the interrupted call on the root logger
+            accumulators = getattr(self._sc, "_accumulatorServer", None)  # a socketserver: it prints a cut link
+            if accumulators is not None:
+                accumulators.handle_error = _ignore_error
+            quiet = threading.Event()
+            self._cancelling = threading.Thread(target=self._cancel, args=(quiet,), name="rocketq-cancel-jobs",
+                                                daemon=True)  # fmt: skip
+            self._cancelling.start()
+            # The interrupt cuts the call in progress, which aborts its job at once: Spark's logging off first.
+            quiet.wait(3)
+        raise KeyboardInterrupt
+
+    def _cancel(self, quiet: threading.Event) -> None:
+        sc = self._sc
+        try:
+            try:
+                sc.setLogLevel("OFF")
+            finally:
+                quiet.set()
+            sc.cancelAllJobs()
+            deadline = time.monotonic() + 10
+            while sc.statusTracker().getActiveJobsIds() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        except Exception:  # the session is stopping anyway, and its stop cancels what runs
+            pass
+
+    def settle(self) -> None:
+        """After an interrupt, before the session stops: the cancelled jobs gone (a second Ctrl-C stops waiting)."""
+        if self._cancelling is not None:
+            with contextlib.suppress(KeyboardInterrupt):
+                self._cancelling.join(12)
+
+    def restore(self) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        logging.disable(logging.NOTSET)
+
+
+def _ignore_error(request: Any, client_address: Any) -> None:
+    """``socketserver.BaseServer.handle_error`` that prints nothing."""
 
 
 def _progress(args: argparse.Namespace) -> bool:
@@ -139,9 +211,10 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     store = str(_a_store(args.dir))
-    from rocketq.spark.export import check_out_apart
+    from rocketq.spark.export import check_out_apart, check_out_free
 
     check_out_apart(store, str(args.out))  # before Spark starts: a quick refusal, nothing deleted
+    check_out_free(str(args.out), args.overwrite)
     with _session(args) as spark:
         from rocketq.spark.export import export
 

@@ -56,6 +56,21 @@ def check_out_apart(store: str, out: str) -> None:
                           "other): writing there would destroy the store; give another directory")  # fmt: skip
 
 
+def check_out_free(out: str, overwrite: bool) -> None:
+    """Refuse an output directory that exists, unless *overwrite*, saying how to replace it (Spark's own refusal
+    speaks of a save mode). An empty directory is taken: one left by an interrupted export, or made beforehand,
+    holds nothing to lose, and Spark refuses it as it refuses any that exists."""
+    if overwrite or ("://" in out and not out.startswith("file:")):
+        return
+    path = Path(out.removeprefix("file://").removeprefix("file:")).expanduser()
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
+        path.rmdir()
+        return
+    raise OptionError(f"the output {out} already exists: give --overwrite to replace it, or another directory")
+
+
 def export(spark: Any, store: str, out: str, *, fmt: str = "parquet", conf: str | None = None,
            options: Mapping[str, str] | None = None, overwrite: bool = False,
            progress: bool = False) -> ExportReport:  # fmt: skip
@@ -67,6 +82,7 @@ def export(spark: Any, store: str, out: str, *, fmt: str = "parquet", conf: str 
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     check_out_apart(store, out)
+    check_out_free(out, overwrite)
     df = read_store(spark, store, conf, options)
     df = df.withColumn("date", F.to_date(F.col("storeTimestamp")))
     writer = df.write.partitionBy("topic", "date").mode("overwrite" if overwrite else "errorifexists")

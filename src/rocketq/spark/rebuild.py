@@ -34,6 +34,7 @@ offset (``rocketq store verify`` tells more).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import shutil
@@ -151,7 +152,7 @@ def decode_part(task: DecodeTask) -> DecodeResult:
         change = np.flatnonzero((codes[1:] != codes[:-1]) | (qid[1:] != qid[:-1])) + 1
         for s, e in zip(np.concatenate(([0], change)).tolist(), np.concatenate((change, [n])).tolist(), strict=True):
             result.queues[(names[codes[s]], int(qid[s]))] = (s, e)
-    os.makedirs(os.path.dirname(_units_path(task.staging, task.no)), exist_ok=True)
+    # The driver made parts/ (no makedirs here: a task of a job that failed must not make the directory again).
     with pa.OSFile(_units_path(task.staging, task.no), "wb") as sink, pa.ipc.new_file(sink, _UNIT_SCHEMA) as w:
         w.write_table(table)
     all_keys = np.concatenate(keys) if keys else np.empty(0, dtype=_KEY_DTYPE)
@@ -389,10 +390,26 @@ def rebuild(spark: Any, config: MessageStoreConfig, *, progress: bool = False,
             report.index_files = len(index_tasks)
             report.keys = sum(t.last - t.first for t in index_tasks)
             _swap(root, staging, config, config.message_index_enable)
+        except BaseException:
+            # A failed job's other tasks go on until Spark kills them, writing into the staging directory: it is
+            # removed once they are gone, or they would make parts of it again.
+            _wait_tasks_gone(sc)
+            raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _wait_tasks_gone(sc: Any, timeout: float = 30.0) -> None:
+    """Wait (at most *timeout* seconds) until no executor runs a task (Spark's ``SparkExecutorInfo``)."""
+    deadline = time.monotonic() + timeout
+    with contextlib.suppress(Exception):  # a session stopping, a cluster manager gone: nothing to wait for
+        tracker = sc._jsc.sc().statusTracker()
+        while time.monotonic() < deadline:
+            if not sum(info.numRunningTasks() for info in tracker.getExecutorInfos()):
+                return
+            time.sleep(0.1)
 
 
 def _swap(root: Path, staging: Path, config: MessageStoreConfig, index: bool) -> None:
