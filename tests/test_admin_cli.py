@@ -46,7 +46,7 @@ class ServersInThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
     async def _start(self) -> None:
-        self.namesrv = NamesrvController(HOST, 0)
+        self.namesrv = NamesrvController(HOST, 0, kv_config_path=self.store.parent / "kvConfig.json")
         await self.namesrv.start()
         props = broker_properties(self.store, namesrvAddr=self.namesrv.address, brokerName="broker-a")
         self.broker = BrokerController(*broker_config_from_properties(props))

@@ -250,6 +250,7 @@ def test_clean_expired_consume_queue_drops_queues_below_the_commit_log(tmp_path:
 def test_name_server_config_get_and_update(tmp_path: Path) -> None:
     async def scenario() -> None:
         ctl = NamesrvController("127.0.0.1", 0, kv_config_path=tmp_path / "kvConfig.json")
+        ctl.processor.config["configStorePath"] = str(tmp_path / "namesrv.properties")  # an update writes it
         await ctl.start()
         client = RemotingClient(ctl.address)
         try:

@@ -4,6 +4,7 @@ and the ``rocketq start`` / ``rocketq broker`` commands (spec §1, §6.15, §7.2
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -24,6 +25,7 @@ from rocketq.namesrv.namesrv_controller import NamesrvController
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import create_request
 from rocketq.remoting.transport import RemotingClient
+from rocketq.store.config_json import TopicConfig
 
 
 def test_settings_the_broker_does_not_use_are_named_with_what_they_nearly_spell(
@@ -150,7 +152,7 @@ def test_register_body_matches_the_golden_frame() -> None:
 
 def test_registers_with_name_server_and_announces_new_topics(tmp_path: Path) -> None:
     async def scenario() -> None:
-        namesrv = NamesrvController(HOST, 0)
+        namesrv = NamesrvController(HOST, 0, kv_config_path=tmp_path / "kvConfig.json")
         await namesrv.start()
         try:
             async with running_broker(tmp_path / "s", namesrvAddr=namesrv.address) as broker:
@@ -187,7 +189,7 @@ def test_a_created_topic_is_routed_when_the_answer_comes_and_registered_alone(tm
     not send them all for each new one. The name server keeps the topics the registration does not name."""
 
     async def scenario() -> None:
-        namesrv = NamesrvController(HOST, 0)
+        namesrv = NamesrvController(HOST, 0, kv_config_path=tmp_path / "kvConfig.json")
         await namesrv.start()
         try:
             async with running_broker(tmp_path / "s", namesrvAddr=namesrv.address) as broker:
@@ -209,6 +211,37 @@ def test_a_created_topic_is_routed_when_the_answer_comes_and_registered_alone(tm
                         assert [q["writeQueueNums"] for q in route["queueDatas"]] == [queues]
                 assert sent == [["Made"], ["Made"]]
                 assert namesrv.routes.route_data("TBW102") is not None  # the others are kept
+        finally:
+            await namesrv.stop()
+
+    run(scenario())
+
+
+def test_ordered_topics_follow_the_name_servers_order_topic_config(tmp_path: Path) -> None:
+    """A registration's answer carries the name server's ORDER_TOPIC_CONFIG table: the topics it names become
+    ordered on the broker and the others stop being so (``updateOrderTopicConfig``, the data version bumped and
+    topics.json written); an answer without the table changes nothing."""
+
+    async def scenario() -> None:
+        namesrv = NamesrvController(HOST, 0, kv_config_path=tmp_path / "kvConfig.json")
+        await namesrv.start()
+        try:
+            async with running_broker(tmp_path / "s", namesrvAddr=namesrv.address) as broker:
+                tcm = broker.topic_config_manager
+                for name in ("OrdA", "OrdB"):
+                    tcm.update_topic_config(TopicConfig(name, 4, 4), announce=False)
+                await broker.register_broker_all()
+                assert not tcm.is_order_topic("OrdA")  # no table yet: nothing changes
+                namesrv.kv.put("ORDER_TOPIC_CONFIG", "OrdA", "broker-a:4")
+                version = tcm.data_version.counter
+                await broker.register_broker_all()
+                assert tcm.is_order_topic("OrdA") and not tcm.is_order_topic("OrdB")
+                assert tcm.data_version.counter == version + 1
+                saved = json.loads((tmp_path / "s" / "config" / "topics.json").read_text())
+                assert saved["topicConfigTable"]["OrdA"]["order"] is True
+                namesrv.kv.delete("ORDER_TOPIC_CONFIG", "OrdA")  # the table is now empty: OrdA is unmarked
+                await broker.register_broker_all()
+                assert not tcm.is_order_topic("OrdA")
         finally:
             await namesrv.stop()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -42,12 +43,13 @@ async def _until(cond: object, timeout: float = 15.0) -> None:
 
 @contextlib.asynccontextmanager
 async def _namesrv() -> AsyncIterator[NamesrvController]:
-    namesrv = NamesrvController(HOST, 0)
-    await namesrv.start()
-    try:
-        yield namesrv
-    finally:
-        await namesrv.stop()
+    with tempfile.TemporaryDirectory() as kv_dir:  # not the user's ~/namesrv/kvConfig.json
+        namesrv = NamesrvController(HOST, 0, kv_config_path=Path(kv_dir) / "kvConfig.json")
+        await namesrv.start()
+        try:
+            yield namesrv
+        finally:
+            await namesrv.stop()
 
 
 def test_slave_role_needs_a_broker_id_and_a_master_gets_id_0() -> None:

@@ -79,16 +79,17 @@ def test_connection_close_removes_broker() -> None:
 
 def test_topic_edits_and_write_perm() -> None:
     rim = RouteInfoManager()
-    rim.register_broker("C", "h:1", "a", 0, "h:2", wrapper(1, T=(4, 4, 6), U=(4, 4, 6)))
+    rim.register_broker("C", "h:1", "a", 0, "h:2", wrapper(1, T=(4, 4, 6), U=(4, 4, 7)))
     assert rim.wipe_write_perm_of_broker("a") == 2
-    assert rim.route_data("T")["queueDatas"][0]["perm"] == 4
+    assert [rim.route_data(t)["queueDatas"][0]["perm"] for t in "TU"] == [4, 5]
     assert rim.add_write_perm_of_broker("a") == 2
-    assert rim.route_data("T")["queueDatas"][0]["perm"] == 6
+    # adding sets read and write alone, as operateWritePermOfBroker does: U's inherit bit is gone
+    assert [rim.route_data(t)["queueDatas"][0]["perm"] for t in "TU"] == [6, 6]
     rim.register_topic("V", [{"brokerName": "a", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},
                              {"brokerName": "unknown", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}])
     assert [q["brokerName"] for q in rim.route_data("V")["queueDatas"]] == ["a"]
     rim.delete_topic("T", cluster="C")
-    rim.delete_topic("U")
+    rim.delete_topic("U", cluster="")  # an empty cluster name is every cluster, as in Java
     assert rim.route_data("T") is None and rim.route_data("U") is None
     names, addr = rim.system_topics()
     assert names == ["C", "a"] and addr == "h:1"
@@ -101,11 +102,12 @@ def test_kv_config_persists_with_backup(tmp_path: Path) -> None:
     kv.put("ORDER_TOPIC_CONFIG", "T", "broker-a:4")
     kv.put("ns", "k", "v")
     kv.delete("ns", "k")
-    assert json.loads(path.read_text()) == {"configTable": {"ORDER_TOPIC_CONFIG": {"T": "broker-a:4"}}}
+    # an emptied namespace stays (Java's map does), listed as an empty table; one never used is not there
+    assert json.loads(path.read_text()) == {"configTable": {"ORDER_TOPIC_CONFIG": {"T": "broker-a:4"}, "ns": {}}}
     again = KVConfigManager(path)
     again.load()
     assert again.get("ORDER_TOPIC_CONFIG", "T") == "broker-a:4"
-    assert again.list_namespace("ns") is None
+    assert again.list_namespace("ns") == {} and again.list_namespace("never") is None
     path.write_text("{broken")
     fallback = KVConfigManager(path)
     fallback.load()  # falls back to the .bak copy
@@ -113,3 +115,24 @@ def test_kv_config_persists_with_backup(tmp_path: Path) -> None:
     path.with_name("kvConfig.json.bak").write_text("also broken")
     with pytest.raises(KvConfigError):
         KVConfigManager(path).load()
+
+
+def test_unit_topics_and_filter_servers() -> None:
+    rim = RouteInfoManager()
+    w = wrapper(1, Plain=(1, 1, 6), Unit=(1, 1, 6), UnitSub=(1, 1, 6), Both=(1, 1, 6))
+    for name, flag in (("Unit", 1), ("UnitSub", 2), ("Both", 3)):
+        w["topicConfigTable"][name]["topicSysFlag"] = flag
+    rim.register_broker("C", "h:1", "a", 0, "h:2", w, filter_server_list=["h:7", "h:8"])
+    rim.register_broker("C", "h:3", "a", 1, "h:4", w)
+    unit = rim.topics_whose_first_queue_data(lambda f: f & 1 == 1)
+    assert sorted(unit) == ["Both", "Unit"]
+    assert sorted(rim.topics_whose_first_queue_data(lambda f: f & 2 == 2 and not f & 1)) == ["UnitSub"]
+    # a route names the filter servers of its brokers' addresses; an empty list removes them, None keeps them
+    assert rim.route_data("Plain")["filterServerTable"] == {"h:1": ["h:7", "h:8"]}
+    rim.register_broker("C", "h:1", "a", 0, "h:2", w)
+    assert rim.route_data("Plain")["filterServerTable"] == {"h:1": ["h:7", "h:8"]}
+    rim.register_broker("C", "h:1", "a", 0, "h:2", w, filter_server_list=[])
+    assert rim.route_data("Plain")["filterServerTable"] == {}
+    rim.register_broker("C", "h:1", "a", 0, "h:2", w, filter_server_list=["h:9"])
+    rim.unregister_broker("C", "h:1", "a", 0)
+    assert rim.filter_server_table == {}

@@ -121,8 +121,11 @@ def test_rocketq_namesrv_command_serves_and_stops_on_sigterm(tmp_path: Path) -> 
     import subprocess
     import sys
 
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text("orderMessageEnable=false\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketq.cli.main", "namesrv", "--port", "0", "--kv-config", str(tmp_path / "kv.json")],
+        [sys.executable, "-m", "rocketq.cli.main", "namesrv", "--port", "0", "--kv-config", str(tmp_path / "kv.json"),
+         "-c", str(conf)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -140,9 +143,94 @@ def test_rocketq_namesrv_command_serves_and_stops_on_sigterm(tmp_path: Path) -> 
                 await client.close()
 
         assert run(ask()) == ResponseCode.SUCCESS
+
+        async def update(body: bytes) -> int:
+            client = RemotingClient(addr)
+            try:
+                return (await client.invoke(create_request(RequestCode.UPDATE_NAMESRV_CONFIG, {}, body), 5)).code
+            finally:
+                await client.close()
+
+        # an update is written back to the -c file (Configuration.persist); the paths it writes to are refused
+        assert run(update(b"orderMessageEnable=true\n")) == ResponseCode.SUCCESS
+        saved = dict(line.split("=", 1) for line in conf.read_text().splitlines() if "=" in line)
+        assert saved["orderMessageEnable"] == "true" and saved["configStorePath"] == str(conf.resolve())
+        assert run(update(f"kvConfigPath={tmp_path / 'elsewhere'}\n".encode())) == ResponseCode.NO_PERMISSION
+        assert run(update(b"configStorePath=/tmp/x\norderMessageEnable=false\n")) == ResponseCode.NO_PERMISSION
+        assert "orderMessageEnable=true" in conf.read_text() and not (tmp_path / "elsewhere").exists()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def _compressed_register_body(version: dict[str, int], topics: list[str], filter_servers: list[str]) -> bytes:
+    """``RegisterBrokerBody.encode(true)``: zlib of length-prefixed parts."""
+    import struct
+    import zlib
+
+    def part(raw: bytes) -> bytes:
+        return struct.pack(">i", len(raw)) + raw
+
+    raw = part(json_compat.dumps_bytes(version)) + struct.pack(">i", len(topics))
+    raw += b"".join(part(f"{t} 4 4 6 SINGLE_TAG".encode()) for t in topics)
+    return zlib.compress(raw + part(json_compat.dumps_bytes(filter_servers)))
+
+
+def test_kv_namespaces_versions_unit_topics_and_filter_servers(namesrv) -> None:  # type: ignore[no-untyped-def]
+    """What 4.9.4's name server answers beyond plain routes: an emptied KV namespace (and the order table a
+    registration gets back) listed as an empty table; a bodiless registration at data version 0; a data version
+    query that says changed refreshes no liveness; unit topic lists by topicSysFlag; filter servers of a
+    compressed registration in routes."""
+
+    def register(addr: str, name: str, body: bytes | None, compressed: bool = False) -> RemotingCommand:
+        header = {"brokerAddr": addr, "brokerName": name, "brokerId": 0, "clusterName": "C", "haServerAddr": "",
+                  "compressed": compressed, "bodyCrc32": 0}  # fmt: skip
+        return create_request(RequestCode.REGISTER_BROKER, header, body)
+
+    async def scenario() -> None:
+        ctl, client = await namesrv()
+        try:
+            async def call(code: int, header: dict[str, object], body: bytes | None = None) -> RemotingCommand:
+                return await client.invoke(create_request(code, header, body), 5)
+
+            order = {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1"}
+            assert (await call(RequestCode.PUT_KV_CONFIG, {**order, "value": "b:4"})).code == ResponseCode.SUCCESS
+            answer = await client.invoke(register("127.0.0.1:1", "b", None), 5)
+            assert json_compat.loads(answer.body or b"") == {"table": {"T1": "b:4"}}
+            assert (await call(RequestCode.DELETE_KV_CONFIG, order)).code == ResponseCode.SUCCESS
+            kvl = await call(RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "ORDER_TOPIC_CONFIG"})
+            assert kvl.code == ResponseCode.SUCCESS and json_compat.loads(kvl.body or b"") == {"table": {}}
+            answer = await client.invoke(register("127.0.0.1:1", "b", None), 5)
+            assert json_compat.loads(answer.body or b"") == {"table": {}}  # a broker then unmarks ordered topics
+            # the bodiless registration holds data version 0 at time 0
+            query = {"brokerAddr": "127.0.0.1:1", "brokerName": "b", "brokerId": 0, "clusterName": "C"}
+            zero = json_compat.dumps_bytes({"counter": 0, "timestamp": 0})
+            same = await call(RequestCode.QUERY_DATA_VERSION, query, zero)
+            assert same.header.get_bool("changed") is False
+            assert json_compat.loads(same.body or b"") == {"counter": 0, "timestamp": 0}
+            live = ctl.routes.broker_live_table["127.0.0.1:1"]
+            live.last_update_ms -= 60_000
+            before = live.last_update_ms
+            other = json_compat.dumps_bytes({"counter": 5, "timestamp": 1})
+            assert (await call(RequestCode.QUERY_DATA_VERSION, query, other)).header.get_bool("changed") is True
+            assert live.last_update_ms == before  # changed: alive only once it registers again
+            await call(RequestCode.QUERY_DATA_VERSION, query, zero)
+            assert live.last_update_ms > before
+            # a compressed registration with filter servers; unit topics by flag
+            body = _compressed_register_body({"counter": 1, "timestamp": 2}, ["F1"], ["127.0.0.1:7"])
+            assert (await client.invoke(register("127.0.0.1:2", "f", body, True), 5)).code == ResponseCode.SUCCESS
+            route = await call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "F1"})
+            assert json_compat.loads(route.body or b"")["filterServerTable"] == {"127.0.0.1:2": ["127.0.0.1:7"]}
+            ctl.routes.topic_queue_table["F1"]["f"].topic_sys_flag = 1
+            units = await call(RequestCode.GET_UNIT_TOPIC_LIST, {})
+            assert json_compat.loads(units.body or b"") == {"topicList": ["F1"]}
+            subs = await call(RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST, {})
+            assert json_compat.loads(subs.body or b"") == {"topicList": []}
+        finally:
+            await client.close()
+            await ctl.stop()
+
+    run(scenario())

@@ -56,6 +56,7 @@ from rocketq.broker.timer_message_service import TIMER_TOPIC, TimerMessageServic
 from rocketq.broker.topic_config_manager import BrokerTopicConfigManager
 from rocketq.broker.topic_validator import PERM_READ, PERM_WRITE
 from rocketq.broker.transactional_message_check_service import TransactionalMessageCheckService
+from rocketq.common import json_compat
 from rocketq.common.errors import RocketqError
 from rocketq.common.message import MessageExt, MessageExtBatch
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
@@ -468,7 +469,9 @@ class BrokerController:
         if lock is None:
             return
         async with lock:
-            await self.outer_api.register_broker_all(self.topic_config_wrapper(cfg))
+            answers = await self.outer_api.register_broker_all(self.topic_config_wrapper(cfg))
+            if answers:
+                self._on_registered(answers[0])
 
     async def register_broker_all(self) -> None:
         """REGISTER_BROKER to every name server (one registration at a time; a change during one queues another)."""
@@ -494,8 +497,13 @@ class BrokerController:
             await self.register_broker_all()
 
     def _on_registered(self, answer: RemotingCommand) -> None:
-        """A name server's answer to REGISTER_BROKER: a slave learns its master's addresses from it (the HA one
-        unless ``haMasterAddress`` is set, and the remoting one for :class:`SlaveSynchronize`)."""
+        """A name server's answer to REGISTER_BROKER (the first that answered, as in Java): its
+        ``ORDER_TOPIC_CONFIG`` table says which topics are ordered (``updateOrderTopicConfig``; no table, no
+        change), and a slave learns its master's addresses from it (the HA one unless ``haMasterAddress`` is set,
+        and the remoting one for :class:`SlaveSynchronize`)."""
+        order_topics = _kv_table_keys(answer.body)
+        if order_topics is not None:
+            self.topic_config_manager.update_order_topic_config(order_topics)
         if not self.is_slave:
             return
         ext = answer.ext_fields or {}
@@ -662,3 +670,14 @@ def _text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def _kv_table_keys(body: bytes | None) -> set[str] | None:
+    """The keys of a ``KVTable`` body (``{"table":{...}}``), or None when there is none (or it does not parse)."""
+    if not body:
+        return None
+    try:
+        table = json_compat.loads(body).get("table")
+    except (json_compat.JsonDecodeError, AttributeError):
+        return None
+    return {str(k) for k in table} if hasattr(table, "keys") else None

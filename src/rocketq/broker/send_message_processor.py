@@ -61,6 +61,7 @@ from rocketq.common.message import (
     string_to_properties,
     wait_store_msg_ok,
 )
+from rocketq.common.mixall import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
 from rocketq.remoting.codes import CURRENT_VERSION, FLAG_RESPONSE, LanguageCode, MQVersion, RequestCode, ResponseCode
 from rocketq.remoting.command import (
     RemotingCommand,
@@ -272,7 +273,7 @@ class SendMessageProcessor:
         if topic_config is None:
             sys_flag = 0
             if header.unit_mode:
-                sys_flag = 2 if is_retry_topic(topic) else 1  # TopicSysFlag: bit 1 unit sub, bit 0 unit
+                sys_flag = TOPIC_SYS_FLAG_UNIT_SUB if is_retry_topic(topic) else TOPIC_SYS_FLAG_UNIT
             log.warning("the topic %s not exist, producer: %s", topic, conn.remote_address)
             topic_config = tcm.create_topic_in_send_message(topic, header.default_topic, conn.remote_address,
                                                             header.default_topic_queue_nums, sys_flag)  # fmt: skip

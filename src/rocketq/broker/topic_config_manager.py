@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from rocketq.broker.broker_config import BrokerConfig
 from rocketq.broker.topic_validator import (
@@ -135,6 +135,24 @@ class BrokerTopicConfigManager:
         with self._lock:
             self.table.put(cfg)
         self._created(cfg, announce)
+
+    def update_order_topic_config(self, order_topics: Collection[str]) -> bool:
+        """``updateOrderTopicConfig``: the topics a name server's ``ORDER_TOPIC_CONFIG`` names become ordered and
+        every other stops being so (a name server answers a registration with that table); a change bumps the
+        data version and is persisted. Whether anything changed."""
+        changed = False
+        with self._lock:
+            for name, cfg in list(self.table.topic_config_table.items()):
+                order = name in order_topics
+                if cfg.order != order:
+                    cfg.order = order
+                    changed = True
+                    log.info("update order topic config, topic=%s, order=%s", name, order)
+            if changed:
+                self.table.data_version.next_version()
+        if changed:
+            self.persist()
+        return changed
 
     def delete_topic_config(self, topic: str) -> TopicConfig | None:
         with self._lock:

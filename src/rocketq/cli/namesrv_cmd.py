@@ -64,6 +64,8 @@ def cmd_namesrv(args: argparse.Namespace) -> int:
             raise RocketqError(f"{args.config}: listenPort: {e}") from None
     ctl = NamesrvController(args.host, listen_port, kv_config_path=kv_path)
     skipped = ctl.processor.update(props)
+    if args.config is not None:  # as mqnamesrv -c: updateNamesrvConfig writes its settings back to the file
+        ctl.processor.config["configStorePath"] = str(args.config.resolve())
     if skipped:
         log.warning("%s: ignored %s (not a setting of this name server, or a value that does not parse)",
                     args.config, ", ".join(sorted(skipped)))  # fmt: skip

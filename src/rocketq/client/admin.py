@@ -75,8 +75,6 @@ __all__ = [
 
 DEFAULT_TOPIC_QUEUE_NUMS: Final = 4
 PULL_FLAG_SUBSCRIPTION: Final = 0x4
-TOPIC_SYS_FLAG_UNIT: Final = 0x1
-TOPIC_SYS_FLAG_UNIT_SUB: Final = 0x2
 ORDER_TOPIC_CONFIG_NAMESPACE: Final = "ORDER_TOPIC_CONFIG"
 #: ``SendStatus`` by the response code of a send.
 SEND_STATUS: Final = {

@@ -43,6 +43,8 @@ __all__ = [
     "TOOLS_CONSUMER_GROUP",
     "TOOLS_PRODUCER_GROUP",
     "TOPIC_MAX_LENGTH",
+    "TOPIC_SYS_FLAG_UNIT",
+    "TOPIC_SYS_FLAG_UNIT_SUB",
     "get_dlq_topic",
     "get_retry_topic",
     "human_byte_count",
@@ -84,6 +86,9 @@ PERM_PRIORITY: Final = 0x8
 PERM_READ: Final = 0x4
 PERM_WRITE: Final = 0x2
 PERM_INHERIT: Final = 0x1
+#: ``TopicSysFlag``: a unit topic, a topic with unit subscriptions (the name server lists topics by them).
+TOPIC_SYS_FLAG_UNIT: Final = 0x1
+TOPIC_SYS_FLAG_UNIT_SUB: Final = 0x2
 
 #: Topics every broker treats as system topics; a broker adds its cluster and broker names.
 SYSTEM_TOPICS: Final = frozenset({

@@ -17,16 +17,20 @@ from typing import Any
 
 from rocketq.common import json_compat
 from rocketq.common.java_settings import netty_server_settings, parse_like
+from rocketq.common.mixall import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
 from rocketq.namesrv.kv_config_manager import ORDER_TOPIC_CONFIG, KVConfigManager
 from rocketq.namesrv.route_info_manager import DEFAULT_BROKER_TIMEOUT_MS, RouteInfoManager
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
 from rocketq.remoting.errors import HeaderFieldError
 from rocketq.remoting.transport import RemotingConnection, RemotingServer
+from rocketq.store.config_json import write_config_file
 from rocketq.store.store_config import parse_properties
 
 log = logging.getLogger(__name__)
 
+#: Settings UPDATE_NAMESRV_CONFIG refuses (5.x's ``NamesrvConfig.configBlackList``).
+CONFIG_BLACK_LIST = frozenset({"configBlackList", "configStorePath", "kvConfigPath"})
 FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 Processor = Callable[[RemotingConnection, RemotingCommand], RemotingCommand]
@@ -64,9 +68,10 @@ class DefaultRequestProcessor:
             RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic_in_namesrv,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list,
-            RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topic_list,
-            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_unit_topic_list,
-            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_unit_topic_list,
+            RequestCode.GET_UNIT_TOPIC_LIST: self._topics_flagged(_has_unit_flag),
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self._topics_flagged(_has_unit_sub_flag),
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self._topics_flagged(
+                lambda flag: _has_unit_sub_flag(flag) and not _has_unit_flag(flag)),
             RequestCode.GET_NAMESRV_CONFIG: self.get_config,
             RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
         }
@@ -123,11 +128,29 @@ class DefaultRequestProcessor:
 
     def update_config(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand:
         """UPDATE_NAMESRV_CONFIG (mqadmin updateNamesrvConfig): a properties body; as Java's
-        ``Configuration.update``, unknown keys and values that do not parse are skipped."""
+        ``Configuration.update``, unknown keys and values that do not parse are skipped, and every setting is then
+        written to ``configStorePath`` (the ``-c`` file), so the change outlives a restart.
+
+        The paths the name server writes to cannot be set this way (``configBlackList``, as 5.x refuses them:
+        4.9.4 took them, and with them a request could make it write a file anywhere, CVE-2023-37582)."""
         props = parse_properties((req.body or b"").decode("utf-8", "replace"))
         log.info("updateNamesrvConfig called by %s: %s", conn.remote_address, props)
+        refused = sorted(set(props) & CONFIG_BLACK_LIST)
+        if refused:
+            log.warning("updateNamesrvConfig refused: %s cannot be changed remotely", ", ".join(refused))
+            return make_response_for(req, ResponseCode.NO_PERMISSION, "Can not update config in black list.")
         self.update(props)
+        try:
+            self.persist_config()
+        except OSError as e:
+            log.warning("updateNamesrvConfig: cannot write %s: %s", self.config["configStorePath"], e)
         return make_response_for(req)
+
+    def persist_config(self) -> None:
+        """``Configuration.persist``: every setting, ``key=value`` a line, to ``configStorePath``."""
+        path = Path(self.config["configStorePath"]).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_config_file(path, "".join(f"{k}={v}\n" for k, v in self.config.items()))
 
     def update(self, props: dict[str, str]) -> list[str]:
         """Take the ``NamesrvConfig`` settings of *props*; the keys skipped (unknown, or a value that does not
@@ -150,28 +173,38 @@ class DefaultRequestProcessor:
         crc = h.get_int("bodyCrc32", 0)
         if crc != 0 and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
             return make_response_for(req, ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        wrapper: dict[str, Any] | None = None
+        # No body: an empty table of data version 0 at time 0, as Java's default RegisterBrokerBody says.
+        wrapper: dict[str, Any] | None = {"dataVersion": {"counter": 0, "timestamp": 0}, "topicConfigTable": {}}
+        filter_servers: list[str] | None = None
         if body:
             if h.get_bool("compressed", False):
-                wrapper = _decode_compressed_register_body(body)
+                wrapper, filter_servers = _decode_compressed_register_body(body)
             else:
-                decoded = json_compat.loads(body)
+                decoded = _plain(json_compat.loads(body))
+                wrapper = None
                 if isinstance(decoded, dict):
                     # Since version 37 the body is a RegisterBrokerBody; before, the bare wrapper.
                     wrapper = decoded.get("topicConfigSerializeWrapper", decoded)
+                    servers = decoded.get("filterServerList")
+                    filter_servers = [str(s) for s in servers] if isinstance(servers, list) else None
         result = self.routes.register_broker(
             h.get_str("clusterName"), h.get_str("brokerAddr"), h.get_str("brokerName"), h.get_long("brokerId"),
-            h.get_str("haServerAddr", ""), _plain(wrapper), connection=conn,
+            h.get_str("haServerAddr", ""), wrapper, connection=conn,
             timeout_ms=h.get_long("heartbeatTimeoutMillis", DEFAULT_BROKER_TIMEOUT_MS),
+            filter_server_list=filter_servers,
         )  # fmt: skip
-        order_conf = self.kv.list_namespace(ORDER_TOPIC_CONFIG)
         ext: dict[str, object] = {}
         if result.ha_server_addr is not None:
             ext["haServerAddr"] = result.ha_server_addr
         if result.master_addr is not None:
             ext["masterAddr"] = result.master_addr
-        body = json_compat.dumps_bytes({"table": order_conf}) if order_conf else None
-        return make_response_for(req, ext_fields=ext, body=body)
+        return make_response_for(req, ext_fields=ext, body=self._order_topic_table())
+
+    def _order_topic_table(self) -> bytes | None:
+        """The ``ORDER_TOPIC_CONFIG`` namespace as a KVTable body (even empty: a broker then unmarks its ordered
+        topics), None when the namespace was never used."""
+        order_conf = self.kv.list_namespace(ORDER_TOPIC_CONFIG)
+        return json_compat.dumps_bytes({"table": order_conf}) if order_conf is not None else None
 
     def unregister_broker(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand:
         h = req.header
@@ -187,7 +220,8 @@ class DefaultRequestProcessor:
         addr = req.header.get_str("brokerAddr")
         version = _plain(json_compat.loads(req.body)) if req.body else None
         changed = self.routes.is_data_version_changed(addr, version)
-        self.routes.update_live(addr)
+        if not changed:  # a broker whose topics changed is alive only once it registers them (Java's rule)
+            self.routes.update_live(addr)
         stored = self.routes.data_version_of(addr)
         return make_response_for(req, ext_fields={"changed": changed},
                                  body=json_compat.dumps_bytes(stored) if stored is not None else None)  # fmt: skip
@@ -226,8 +260,13 @@ class DefaultRequestProcessor:
         names, addr = self.routes.system_topics()
         return make_response_for(req, body=_topic_list(names, addr))
 
-    def get_unit_topic_list(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand:
-        return make_response_for(req, body=_topic_list([]))  # rocketq has no unit topics
+    def _topics_flagged(self, wanted: Callable[[int], bool]) -> Processor:
+        """GET_UNIT_TOPIC_LIST and its kin: the topics whose ``topicSysFlag`` has the unit bits *wanted*."""
+
+        def answer(conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand:
+            return make_response_for(req, body=_topic_list(self.routes.topics_whose_first_queue_data(wanted)))
+
+        return answer
 
     def delete_topic_in_namesrv(self, conn: RemotingConnection, req: RemotingCommand) -> RemotingCommand:
         h = req.header
@@ -259,8 +298,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _decode_compressed_register_body(body: bytes) -> dict[str, Any]:
-    """The compressed REGISTER_BROKER body (spec §7.2): zlib of length-prefixed parts."""
+def _decode_compressed_register_body(body: bytes) -> tuple[dict[str, Any], list[str] | None]:
+    """The compressed REGISTER_BROKER body (spec §7.2): zlib of length-prefixed parts; the topic config wrapper
+    and the filter server list."""
     raw = zlib.decompress(body)
     pos = 0
 
@@ -281,4 +321,20 @@ def _decode_compressed_register_body(body: bytes) -> dict[str, Any]:
         name, read, write, perm, filter_type = fields[:5]
         table[name] = {"topicName": name, "readQueueNums": int(read), "writeQueueNums": int(write),
                        "perm": int(perm), "topicFilterType": filter_type}  # fmt: skip
-    return {"dataVersion": version, "topicConfigTable": table}
+    filter_servers: list[str] | None = None
+    if pos + 4 <= len(raw):
+        try:
+            servers = json_compat.loads(take())
+        except json_compat.JsonDecodeError:  # Java logs it and takes an empty list
+            servers = []
+        filter_servers = [str(s) for s in servers] if isinstance(servers, (list, tuple)) else []
+    return {"dataVersion": version, "topicConfigTable": table}, filter_servers
+
+
+def _has_unit_flag(flag: int) -> bool:
+    return flag & TOPIC_SYS_FLAG_UNIT == TOPIC_SYS_FLAG_UNIT
+
+
+def _has_unit_sub_flag(flag: int) -> bool:
+    return flag & TOPIC_SYS_FLAG_UNIT_SUB == TOPIC_SYS_FLAG_UNIT_SUB
+

@@ -76,11 +76,11 @@ class KVConfigManager:
             kv = self.table.get(namespace)
             if kv is None or key not in kv:
                 return
-            del kv[key]
-            if not kv:
-                del self.table[namespace]
+            del kv[key]  # an emptied namespace stays, as Java's map does: it lists as an empty table
         self.persist()
 
     def list_namespace(self, namespace: str) -> dict[str, str] | None:
+        """``getKVListByNamespace``: the namespace's table (empty once its last key was deleted), None when the
+        namespace never had a key."""
         kv = self.table.get(namespace)
-        return dict(kv) if kv else None
+        return dict(kv) if kv is not None else None

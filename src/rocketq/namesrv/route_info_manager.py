@@ -6,6 +6,7 @@ Tables (remoting-protocol §7.0)::
     broker_addr_table   broker name -> BrokerData (cluster, name, {broker id -> "ip:port"})
     cluster_addr_table  cluster     -> {broker names}
     broker_live_table   broker addr -> BrokerLiveInfo (last update, timeout, data version, HA addr, connection)
+    filter_server_table broker addr -> [filter server addresses] (4.x class filters; routes carry them)
 
 Nothing here does I/O: the processors call these methods and serialise the
 plain dicts they return (``route_data``, ``cluster_info``) into JSON bodies.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,17 +59,19 @@ class RouteInfoManager:
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
+        self.filter_server_table: dict[str, list[str]] = {}
         self._lock = threading.RLock()
 
     # --- registration ------------------------------------------------------------------
     def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int,
                         ha_server_addr: str, topic_config_wrapper: dict[str, Any] | None,
-                        connection: Hashable | None = None,
-                        timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS) -> RegisterBrokerResult:  # fmt: skip
+                        connection: Hashable | None = None, timeout_ms: int = DEFAULT_BROKER_TIMEOUT_MS,
+                        filter_server_list: list[str] | None = None) -> RegisterBrokerResult:  # fmt: skip
         """``registerBroker``: record the broker and, for a master, its topics' queue data.
 
         *topic_config_wrapper* is the ``topicConfigSerializeWrapper`` of the request body:
-        ``{"dataVersion": {...}, "topicConfigTable": {name: TopicConfig JSON}}``.
+        ``{"dataVersion": {...}, "topicConfigTable": {name: TopicConfig JSON}}``. *filter_server_list*: the
+        body's ``filterServerList`` (None: not given, nothing changes; empty: the broker has none now).
         """
         with self._lock:
             self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
@@ -90,6 +93,11 @@ class RouteInfoManager:
                         self._create_and_update_queue_data(broker_name, str(cfg.get("topicName", name)), cfg)
             self.broker_live_table[broker_addr] = BrokerLiveInfo(_now_ms(), timeout_ms, version, ha_server_addr,
                                                                  connection)  # fmt: skip
+            if filter_server_list is not None:
+                if filter_server_list:
+                    self.filter_server_table[broker_addr] = list(filter_server_list)
+                else:
+                    self.filter_server_table.pop(broker_addr, None)
             result = RegisterBrokerResult()
             if broker_id != MASTER_ID:
                 master = data.broker_addrs.get(MASTER_ID)
@@ -109,6 +117,7 @@ class RouteInfoManager:
     def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
         with self._lock:
             self.broker_live_table.pop(broker_addr, None)
+            self.filter_server_table.pop(broker_addr, None)
             data = self.broker_addr_table.get(broker_name)
             if data is None:
                 return
@@ -149,6 +158,7 @@ class RouteInfoManager:
 
     def _destroy_broker_addr(self, broker_addr: str) -> None:
         self.broker_live_table.pop(broker_addr, None)
+        self.filter_server_table.pop(broker_addr, None)
         for name, data in list(self.broker_addr_table.items()):
             for bid in [bid for bid, addr in data.broker_addrs.items() if addr == broker_addr]:
                 del data.broker_addrs[bid]
@@ -179,10 +189,12 @@ class RouteInfoManager:
             queues = self.topic_queue_table.get(topic)
             if not queues:
                 return None
-            brokers = [self.broker_addr_table[n].to_json() for n in queues if n in self.broker_addr_table]
-            if not brokers:
+            datas = [self.broker_addr_table[n] for n in queues if n in self.broker_addr_table]
+            if not datas:
                 return None
-            return {"brokerDatas": brokers, "filterServerTable": {},
+            filter_servers = {addr: list(self.filter_server_table[addr]) for data in datas
+                              for addr in data.broker_addrs.values() if addr in self.filter_server_table}  # fmt: skip
+            return {"brokerDatas": [data.to_json() for data in datas], "filterServerTable": filter_servers,
                     "queueDatas": [q.to_json() for q in queues.values()]}  # fmt: skip
 
     def cluster_info(self) -> dict[str, Any]:
@@ -201,6 +213,13 @@ class RouteInfoManager:
             names = self.cluster_addr_table.get(cluster, set())
             return [t for t, queues in self.topic_queue_table.items() if any(n in names for n in queues)]
 
+    def topics_whose_first_queue_data(self, wanted: Callable[[int], bool]) -> list[str]:
+        """``topicQueueTableIter``: the topics whose first queue data's ``topicSysFlag`` is *wanted* (Java looks
+        at one queue data a topic)."""
+        with self._lock:
+            return [t for t, queues in self.topic_queue_table.items()
+                    if queues and wanted(next(iter(queues.values())).topic_sys_flag)]  # fmt: skip
+
     def system_topics(self) -> tuple[list[str], str | None]:
         """Cluster and broker names (the topics brokers create for themselves) and one broker address."""
         with self._lock:
@@ -217,8 +236,10 @@ class RouteInfoManager:
 
     # --- topic edits ---------------------------------------------------------------------------
     def delete_topic(self, topic: str, cluster: str | None = None) -> None:
+        """``deleteTopic``: from the brokers of *cluster*, or from all (no cluster, or an empty name, as Java
+        takes it)."""
         with self._lock:
-            if cluster is None:
+            if not cluster:
                 self.topic_queue_table.pop(topic, None)
                 return
             queues = self.topic_queue_table.get(topic)
@@ -237,12 +258,14 @@ class RouteInfoManager:
                     self._create_and_update_queue_data(name, topic, qd)
 
     def _change_write_perm(self, broker_name: str, add: bool) -> int:
+        """``operateWritePermOfBroker``: wiping clears the write bit; adding sets read and write, and only those
+        (another bit, as TBW102's inherit, is gone until the broker registers its topics again)."""
         count = 0
         with self._lock:
             for queues in self.topic_queue_table.values():
                 qd = queues.get(broker_name)
                 if qd is not None:
-                    qd.perm = qd.perm | PERM_WRITE if add else qd.perm & ~PERM_WRITE
+                    qd.perm = PERM_READ | PERM_WRITE if add else qd.perm & ~PERM_WRITE
                     count += 1
         return count
 
