@@ -14,9 +14,12 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from conftest import GOLDEN
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.client_instance import ClientInstance
+from rocketq.client.errors import InvalidMessageError
 from rocketq.client.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -35,6 +38,7 @@ from rocketq.client.pull_result import PullStatus
 from rocketq.client.route import parse_topic_route, route_to_publish_info, route_to_subscribe_info
 from rocketq.client.send_result import SendStatus
 from rocketq.common import json_compat
+from rocketq.common.heartbeat import build_subscription_data
 from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand
 
@@ -242,7 +246,15 @@ def test_heartbeat_request_of_an_instance() -> None:
 def test_tag_expressions() -> None:
     sub = build_subscription("T", "TagA || TagB")
     assert sub.tags_set == ["TagA", "TagB"] and sub.code_set == [2598919, 2598920]
-    assert build_subscription("T", " * ").tags_set == []
+    # as Java's FilterAPI: only "*" or nothing is everything; " * " is the tag "*", a blank expression no tag (the
+    # client refuses that at once: Java's consumer would silently receive nothing)
+    assert build_subscription("T", "*").tags_set == [] and build_subscription("T", "").sub_string == "*"
+    spaced = build_subscription("T", " * ")
+    assert (spaced.sub_string, spaced.tags_set) == (" * ", ["*"])
+    with pytest.raises(InvalidMessageError, match="holds no tag"):
+        build_subscription("T", " ")
+    blank = build_subscription_data("T", " ")  # as a broker reads a pull's subscription
+    assert (blank.sub_string, blank.tags_set) == (" ", [])
     assert build_subscription("T", None).sub_string == "*"
     assert build_subscription("T", "a||b|| a ").tags_set == ["a", "b"]
 

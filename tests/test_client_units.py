@@ -29,11 +29,11 @@ from rocketq.client.errors import (
 from rocketq.client.fault_strategy import MQFaultStrategy
 from rocketq.client.offset_store import LocalFileOffsetStore, ReadOffsetType
 from rocketq.client.process_queue import ProcessQueue
-from rocketq.client.producer import Producer, check_topic
+from rocketq.client.producer import Producer, check_group, check_topic
 from rocketq.client.push_consumer import parse_consume_timestamp
 from rocketq.client.queue_selector import SelectMessageQueueByHash, java_hash_code
 from rocketq.client.route import TopicPublishInfo
-from rocketq.common.message import MessageExt
+from rocketq.common.message import Message, MessageExt
 from rocketq.remoting.codes import ResponseCode
 
 
@@ -67,6 +67,59 @@ def test_orderly_take_commit_and_retry() -> None:
     assert [m.queue_offset for m in pq.take_messages(10)] == [1, 2, 3, 4, 5]
     assert pq.commit() == 6 and pq.msg_count == 0
     assert pq.take_messages(1) == [] and not pq.consuming
+
+
+def test_orderly_results_without_auto_commit() -> None:
+    """``processConsumeResult`` with ``context.auto_commit = False``: SUCCESS commits nothing (the batch stays
+    taken), COMMIT commits every batch taken since, ROLLBACK puts them all back for later; with auto_commit (the
+    default) SUCCESS commits, and COMMIT / ROLLBACK are taken for it."""
+    import types
+
+    from rocketq.client.consume_orderly import ConsumeMessageOrderlyService
+    from rocketq.client.listener import ConsumeOrderlyContext, ConsumeOrderlyStatus
+
+    committed: list[int] = []
+    consumer = types.SimpleNamespace(
+        stats={"consumed_ok": 0, "consumed_failed": 0}, group="G", suspend_current_queue_time=1.0,
+        instance=types.SimpleNamespace(consumer_stats=types.SimpleNamespace(consumed=lambda *a: None)),
+        offset_store=types.SimpleNamespace(update_offset=lambda mq, offset, only_increase: committed.append(offset)),
+        consume_message_batch_max_size=1, consume_thread_nums=1)  # fmt: skip
+    service = ConsumeMessageOrderlyService(consumer, lambda msgs, ctx: None)  # type: ignore[arg-type]
+    later: list[float] = []
+    service._submit_later = lambda pq, mq, delay: later.append(delay)  # type: ignore[method-assign]
+    mq = MessageQueue("T", "b", 0)
+
+    async def scenario() -> None:
+        pq = ProcessQueue()
+        pq.put_message([msg(i) for i in range(6)])
+        manual = ConsumeOrderlyContext(mq, auto_commit=False)
+        for status in (ConsumeOrderlyStatus.SUCCESS, ConsumeOrderlyStatus.SUCCESS):
+            assert await service._process_result(pq.take_messages(1), status, manual, pq, mq)
+        assert committed == [] and pq.msg_count == 6
+        assert await service._process_result(pq.take_messages(1), ConsumeOrderlyStatus.COMMIT, manual, pq, mq)
+        assert committed == [3] and pq.msg_count == 3
+        batch = pq.take_messages(2)
+        assert not await service._process_result(batch, ConsumeOrderlyStatus.ROLLBACK, manual, pq, mq)
+        assert later == [1.0] and committed == [3]
+        assert [m.queue_offset for m in pq.take_messages(10)] == [3, 4, 5]  # rolled back: consumed again
+        auto = ConsumeOrderlyContext(mq)
+        assert await service._process_result([], ConsumeOrderlyStatus.ROLLBACK, auto, pq, mq)
+        assert committed == [3, 6]  # taken for SUCCESS when committing by itself
+
+    asyncio.run(scenario())
+
+
+def test_push_consumer_settings_out_of_range_are_refused_at_start() -> None:
+    from rocketq.client import PushConsumer
+
+    for setting, value, words in (("pull_batch_size", 0, "pullBatchSize Out of range [1, 1024]"),
+                                  ("consume_message_batch_max_size", 5000, "consumeMessageBatchMaxSize"),
+                                  ("pull_threshold_for_queue", 70000, "pullThresholdForQueue"),
+                                  ("consume_thread_nums", 0, "consumeThreadNums")):  # fmt: skip
+        consumer = PushConsumer("G", "127.0.0.1:1", listener=lambda msgs, ctx: None, **{setting: value})
+        consumer.subscribe("T")
+        with pytest.raises(InvalidMessageError, match=words.replace("[", r"\[").replace("]", r"\]")):
+            asyncio.run(consumer.start())
 
 
 def test_duplicate_pulls_are_ignored() -> None:
@@ -211,15 +264,20 @@ def test_name_server_address_comes_from_argument_then_environment(monkeypatch: p
 def test_client_id() -> None:
     config = ClientConfig(client_ip="10.1.2.3", instance_name="app", unit_name="u1")
     assert config.build_client_id() == "10.1.2.3@app@u1"
-    assert ClientConfig(client_ip="10.1.2.3").build_client_id().startswith("10.1.2.3@")
-    # DEFAULT: pid#<a clock reading of the process>, as Java's changeInstanceNameToPID: two processes of one pid
-    # on one address (containers) are two members, not one id; the same all through one process
-    default = ClientConfig(client_ip="10.1.2.3")
-    pid, _, stamp = default.build_client_id().removeprefix("10.1.2.3@").partition("#")
-    assert pid == str(os.getpid()) and stamp.isdigit() and default.build_client_id() == ClientConfig(
-        client_ip="10.1.2.3").build_client_id()  # fmt: skip
-    # a broadcasting consumer's offset file is named by the id as configured: found again in the next run
-    assert default.build_client_id(resolved=False) == "10.1.2.3@DEFAULT"
+    config.change_instance_name_to_pid()  # a name given is kept
+    assert config.build_client_id() == "10.1.2.3@app@u1"
+    # DEFAULT (a broadcasting consumer keeps it: its offset file is found by this id in the next run)
+    assert ClientConfig(client_ip="10.1.2.3").build_client_id() == "10.1.2.3@DEFAULT"
+    # changeInstanceNameToPID: pid#<a clock reading>, a name of each client of its own, as a 4.9.4 producer and
+    # clustering consumer take at start; kept once taken
+    a, b = ClientConfig(client_ip="10.1.2.3"), ClientConfig(client_ip="10.1.2.3")
+    a.change_instance_name_to_pid()
+    b.change_instance_name_to_pid()
+    pid, _, stamp = a.build_client_id().removeprefix("10.1.2.3@").partition("#")
+    assert pid == str(os.getpid()) and stamp.isdigit() and a.build_client_id() != b.build_client_id()
+    name = a.instance_name
+    a.change_instance_name_to_pid()
+    assert a.instance_name == name
 
 
 def test_new_message_properties() -> None:
@@ -255,10 +313,14 @@ def test_name_server_addresses_must_be_host_and_port() -> None:
 
 def test_topic_and_message_checks() -> None:
     check_topic("%RETRY%G_1-x|y")
-    for bad in ("", "  ", "a b", "t" * 128, "ü"):
+    for bad in ("", "  ", "a b", "t" * 128, "ü", "T\n"):  # a final newline too (a regex "$" lets it by)
         with pytest.raises(InvalidMessageError):
             check_topic(bad)
+    with pytest.raises(InvalidMessageError, match="illegal characters"):
+        check_group("G\n", "consumer")
     producer = Producer("PG", "127.0.0.1:1", max_message_size=10)
+    with pytest.raises(InvalidMessageError, match="must be bytes, not str"):  # not a failed encoding later on
+        producer.check_message(Message("T", "text"))  # type: ignore[arg-type]
     with pytest.raises(InvalidMessageError, match="length is zero"):
         producer.check_message(new_message("T", b""))
     with pytest.raises(InvalidMessageError, match="over max value"):

@@ -313,6 +313,7 @@ def test_get_message_reads_a_run_in_one_file_as_the_unit_by_unit_loop_does(tmp_p
     ("msg", "queue", "status"),
     [
         (Message("bad topic!", b"x"), 0, PutMessageStatus.MESSAGE_ILLEGAL),
+        (Message("T\n", b"x"), 0, PutMessageStatus.MESSAGE_ILLEGAL),
         (Message("", b"x"), 0, PutMessageStatus.MESSAGE_ILLEGAL),
         (Message("T" * 128, b"x"), 0, PutMessageStatus.MESSAGE_ILLEGAL),
         (Message("Big", bytes(4 * 1024 * 1024 + 1)), 0, PutMessageStatus.MESSAGE_ILLEGAL),

@@ -11,8 +11,6 @@ codes are those of the spec (INVALID_PARAMETER for a bad name, as 5.x answers; 4
 
 from __future__ import annotations
 
-import re
-
 from rocketq.common.mixall import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     CID_ONSAPI_OWNER_GROUP,
@@ -44,6 +42,7 @@ from rocketq.common.mixall import (
     TOPIC_MAX_LENGTH,
     get_dlq_topic,
     get_retry_topic,
+    is_legal_name,
     is_retry_topic,
 )
 from rocketq.remoting.codes import ResponseCode
@@ -91,7 +90,6 @@ __all__ = [
     "validate_topic",
 ]
 
-_LEGAL = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 Problem = tuple[int, str]
 
@@ -129,7 +127,7 @@ def validate_topic(topic: str | None) -> Problem | None:
 def _topic_problem(topic: str | None) -> Problem | None:
     if topic is None or not topic.strip():
         return ResponseCode.INVALID_PARAMETER, "The specified topic is blank."
-    if _LEGAL.fullmatch(topic) is None:
+    if not is_legal_name(topic):
         return (ResponseCode.INVALID_PARAMETER,
                 "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")  # fmt: skip
     if len(topic) > TOPIC_MAX_LENGTH:

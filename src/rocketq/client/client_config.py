@@ -48,17 +48,6 @@ def resolve_namesrv_addrs(addr: str | None = None) -> list[str]:
     )
 
 
-_INSTANCE_NAME: tuple[int, str] | None = None  # (pid, name): made again in a forked child
-
-
-def _process_instance_name() -> str:
-    global _INSTANCE_NAME
-    pid = os.getpid()
-    if _INSTANCE_NAME is None or _INSTANCE_NAME[0] != pid:
-        _INSTANCE_NAME = (pid, f"{pid}#{time.monotonic_ns()}")
-    return _INSTANCE_NAME[1]
-
-
 @functools.cache
 def local_ip() -> str:
     """This host's IPv4 address as Java's ``RemotingUtil.getLocalAddress`` would pick it: a non-loopback
@@ -118,19 +107,19 @@ class ClientConfig:
     def ip(self) -> str:
         return self.client_ip or local_ip()
 
-    def resolved_instance_name(self) -> str:
-        """``DEFAULT`` becomes ``pid#<a clock reading of this process>``, as Java's ``changeInstanceNameToPID``
-        makes it: one process shares one client instance, and two processes with one pid on one address (a
-        container's pid 1 on a host network, say) are two members of a group, not one id consuming twice."""
+    def change_instance_name_to_pid(self) -> None:
+        """``changeInstanceNameToPID``: ``DEFAULT`` becomes ``pid#<a clock reading>``, a name of this client alone,
+        as a 4.9.4 producer, clustering consumer and admin client take it at start. Each such client then has a
+        client instance of its own (its name servers, credentials and intervals are its own), and two processes of
+        one pid on one address (a container's pid 1 on a host network, say) are two members of a group, not one
+        id consuming twice. A broadcasting consumer keeps ``DEFAULT``: its offset file is found by that id again in
+        the next run."""
         if self.instance_name == DEFAULT_INSTANCE_NAME:
-            return _process_instance_name()
-        return self.instance_name
+            self.instance_name = f"{os.getpid()}#{time.monotonic_ns()}"
 
-    def build_client_id(self, *, resolved: bool = True) -> str:
-        """``buildMQClientId``. Not *resolved*: with the instance name as configured (``IP@DEFAULT``), the id a
-        Java broadcasting consumer keeps (it does not take a per-process name) and names its offset file by, the
-        same in every run."""
-        cid = f"{self.ip()}@{self.resolved_instance_name() if resolved else self.instance_name}"
+    def build_client_id(self) -> str:
+        """``buildMQClientId``: ``IP@instanceName[@unitName]``."""
+        cid = f"{self.ip()}@{self.instance_name}"
         if self.unit_name:
             cid += f"@{self.unit_name}"
         return cid

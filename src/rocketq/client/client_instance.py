@@ -2,8 +2,9 @@
 ``MQClientManager``.
 
 One instance per client id (``ip@instanceName``) and event loop, shared by every producer and consumer
-that uses that id; by default the instance name is the process id, so a process shares one instance. It
-owns:
+that uses that id. As in Java 4.9.4, a producer or clustering consumer without an instance name of its own takes
+``pid#<a clock reading>`` at start (``changeInstanceNameToPID``), hence an instance of its own: its name servers,
+credentials and intervals are its own. Broadcasting consumers keep ``DEFAULT`` and share one. It owns:
 
 - the ``RemotingClient`` (one connection per name server or broker) and the ``MQClientAPI`` over it;
 - the route table (topic → ``TopicRouteData``) and the broker address table (broker name → id → address),
@@ -143,9 +144,9 @@ def get_client_instance(config: ClientConfig, *, producer_group: str | None = No
                         consumer_group: str | None = None) -> ClientInstance:  # fmt: skip
     """The instance for ``config``'s client id on the running loop (``MQClientManager.getOrCreateMQClientInstance``).
 
-    If that instance already has a producer (or consumer) of the same group, a new instance with a
-    unique instance name (``pid#nanotime``, as Java 4.9.4 names every default client) is made instead,
-    so that two consumers of one group in one process are two members of the group.
+    If that instance already has a producer (or consumer) of the same group (clients of one configured instance
+    name), a new instance with a unique instance name is made instead, so that two consumers of one group in one
+    process are two members of the group.
     """
     loop = asyncio.get_running_loop()
     table = _REGISTRY.setdefault(loop, {})
@@ -157,7 +158,7 @@ def get_client_instance(config: ClientConfig, *, producer_group: str | None = No
         (producer_group is not None and producer_group in instance.producers)
         or (consumer_group is not None and consumer_group in instance.consumers)
     ):
-        config = config.copy(instance_name=f"{config.resolved_instance_name()}#{time.monotonic_ns()}")
+        config = config.copy(instance_name=f"{config.instance_name}#{time.monotonic_ns()}")
         client_id = config.build_client_id()
         instance = None
     if instance is None:
@@ -351,9 +352,10 @@ class ClientInstance:
                 for bd in route.broker_datas:
                     self.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
                 new_broker = any(a not in known for bd in route.broker_datas for a in bd.broker_addrs.values())
-                if self.consumers and new_broker:
-                    # A broker we never told about our consumers (a topic that appeared later): tell it now
-                    # rather than at the next 30 s heartbeat, so that it lists us as a group member.
+                if (self.consumers or self.producers) and new_broker:
+                    # A broker we never told about our clients (a topic that appeared later): tell it now rather
+                    # than at the next 30 s heartbeat, so that it lists us as a group member, and a producer's
+                    # requests can have their replies pushed to it (the broker finds it by its heartbeat).
                     self._spawn(self.send_heartbeat_to_all_brokers(), "heartbeat to new broker", keep=False)
                 publish = route_to_publish_info(topic, route)
                 for producer in list(self.producers.values()):

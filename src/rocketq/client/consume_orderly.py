@@ -189,6 +189,11 @@ class ConsumeMessageOrderlyService:
     async def _process_result(self, msgs: list[MessageExt], status: ConsumeOrderlyStatus,
                               context: ConsumeOrderlyContext, pq: ProcessQueue, mq: MessageQueue,
                               rt_ms: float | None = None) -> bool:  # fmt: skip
+        """``processConsumeResult``. With ``context.auto_commit`` (the default) a batch is committed when it
+        succeeds (COMMIT and ROLLBACK are taken for SUCCESS, as Java takes them). Without it, SUCCESS commits
+        nothing (the batch stays taken), COMMIT commits every batch taken since the last commit, ROLLBACK puts them
+        all back to be consumed again after the suspend time. SUSPEND_CURRENT_QUEUE_A_MOMENT retries the batch
+        here until it is out of attempts, then sends it back (and, auto-committing, commits it)."""
         consumer = self.consumer
         commit_offset = -1
         continue_consume = True
@@ -201,12 +206,23 @@ class ConsumeMessageOrderlyService:
                 delay = suspend_seconds(context.suspend_current_queue_time_millis, consumer.suspend_current_queue_time)
                 self._submit_later(pq, mq, delay)
                 continue_consume = False
-            else:
+            elif context.auto_commit:
                 commit_offset = pq.commit()
+        elif not context.auto_commit and status is ConsumeOrderlyStatus.ROLLBACK:
+            pq.rollback()
+            delay = suspend_seconds(context.suspend_current_queue_time_millis, consumer.suspend_current_queue_time)
+            self._submit_later(pq, mq, delay)
+            continue_consume = False
+        elif not context.auto_commit and status is ConsumeOrderlyStatus.COMMIT:
+            commit_offset = pq.commit()
         else:
+            if status is not ConsumeOrderlyStatus.SUCCESS:  # COMMIT or ROLLBACK while committing by itself
+                log.warning("the message queue consume result is illegal, we think you want to ack these message "
+                            "%s", mq)  # fmt: skip
             consumer.stats["consumed_ok"] += len(msgs)
             stats.consumed(consumer.group, mq.topic, rt_ms, len(msgs), 0)
-            commit_offset = pq.commit()
+            if context.auto_commit:
+                commit_offset = pq.commit()
         if commit_offset >= 0 and not pq.dropped:
             consumer.offset_store.update_offset(mq, commit_offset, False)
         return continue_consume

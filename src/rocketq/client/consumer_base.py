@@ -121,7 +121,7 @@ class ConsumerBase:
             "consumeTimestamp": timestamp.strftime("%Y%m%d%H%M%S") if timestamp else None,
             "allocateMessageQueueStrategy": type(self.allocate_strategy).__name__,
             "namesrvAddr": ";".join(self.config.namesrv_addrs()) or None,
-            "instanceName": self.config.resolved_instance_name(),
+            "instanceName": self.config.instance_name,
             "clientIP": self.config.ip(), "unitMode": False,
         }  # fmt: skip
 
@@ -193,11 +193,12 @@ class ConsumerBase:
         from rocketq.client.producer import check_group
 
         check_group(self._group, "consumer")
+        if self._message_model is MessageModel.CLUSTERING:
+            self.config.change_instance_name_to_pid()
         instance = get_client_instance(self.config, consumer_group=self._group)
         if self._message_model is MessageModel.BROADCASTING:
-            # by the id without the per-process name: the offsets of the last run are found again (Java's
-            # broadcasting consumer keeps instanceName DEFAULT, hence IP@DEFAULT, for this)
-            self.offset_store = LocalFileOffsetStore(self.config.build_client_id(resolved=False), self._group,
+            # by its client id (IP@DEFAULT unless an instance name is set): the next run finds the offsets again
+            self.offset_store = LocalFileOffsetStore(self.config.build_client_id(), self._group,
                                                      self.offset_store_dir)  # fmt: skip
         else:
             self.offset_store = RemoteBrokerOffsetStore(instance, self._group)

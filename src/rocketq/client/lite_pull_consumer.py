@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Iterable
 from rocketq.client.allocate_strategy import AllocateMessageQueueStrategy
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.consumer_base import ConsumerBase
-from rocketq.client.errors import ClientError
+from rocketq.client.errors import ClientError, InvalidMessageError
 from rocketq.client.heartbeat import (
     EXPRESSION_TYPE_TAG,
     ConsumeFromWhere,
@@ -363,7 +363,7 @@ class LitePullConsumer(ConsumerBase):
             raise ClientError(f"{mq} is not assigned to this consumer: cannot seek it")
         lo, hi = await self.min_offset(mq), await self.max_offset(mq)
         if not lo <= offset <= hi:
-            raise ValueError(f"seek offset {offset} of {mq} is outside [{lo}, {hi}]")
+            raise InvalidMessageError(f"seek offset {offset} of {mq} is outside [{lo}, {hi}]")
         old.dropped = True
         task = self._pull_tasks.pop(mq, None)
         if task is not None:

@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import enum
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -81,7 +80,13 @@ from rocketq.common.message import (
     MessageExt,
 )
 from rocketq.common.message_id import UniqueIdGenerator
-from rocketq.common.mixall import AUTO_CREATE_TOPIC_KEY_TOPIC, REPLY_TOPIC_POSTFIX, RETRY_GROUP_TOPIC_PREFIX
+from rocketq.common.mixall import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    CLIENT_INNER_PRODUCER_GROUP,
+    REPLY_TOPIC_POSTFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    is_legal_name,
+)
 from rocketq.remoting.codes import ResponseCode
 
 __all__ = [
@@ -94,7 +99,6 @@ _T = TypeVar("_T")
 DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 TOPIC_MAX_LENGTH = 127
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-_TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _NO_WRITABLE_QUEUE = "its route has no queue to write to (no write permission, or no write queues)"
 _NOT_ALLOWED_SEND_TOPICS = frozenset({
     "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
@@ -167,7 +171,7 @@ def _check_name(kind: str, name: str, max_length: int, end: str = "") -> None:
         raise InvalidMessageError(f"the specified {kind} is blank")
     if len(name) > max_length:
         raise InvalidMessageError(f"the specified {kind} is longer than {kind} max length {max_length}{end}")
-    if not _TOPIC_PATTERN.match(name):
+    if not is_legal_name(name):
         raise InvalidMessageError(
             f"the specified {kind}[{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         )
@@ -296,6 +300,8 @@ class Producer:
         if self._running:
             return self
         check_group(self._group, "producer")
+        if self._group != CLIENT_INNER_PRODUCER_GROUP:
+            self.config.change_instance_name_to_pid()
         instance = get_client_instance(self.config, producer_group=self._group)
         if not instance.register_producer(self._group, self):
             raise ClientError(f"the producer group {self._group} is already registered in {instance.client_id}")
@@ -487,6 +493,9 @@ class Producer:
                 raise InvalidMessageError(f"sending a message to topic {msg.topic} is forbidden")
         if msg.body is None:
             raise InvalidMessageError("the message body is null")
+        if not isinstance(msg.body, (bytes, bytearray, memoryview)):
+            raise InvalidMessageError(f"the message body must be bytes, not {type(msg.body).__name__} (encode a "
+                                      "str first, e.g. body.encode())")  # fmt: skip
         if len(msg.body) == 0:
             raise InvalidMessageError("the message body length is zero")
         if len(msg.body) > self.max_message_size:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from rocketq.client.client_config import ClientConfig
 from rocketq.client.consumer_base import ConsumerBase
-from rocketq.client.errors import NoRouteError
+from rocketq.client.errors import InvalidMessageError, NoRouteError
 from rocketq.client.heartbeat import (
     EXPRESSION_TYPE_TAG,
     ConsumeFromWhere,
@@ -148,9 +148,9 @@ class PullConsumer(ConsumerBase):
     async def _pull(self, mq: MessageQueue, expression: str | None, expression_type: str, offset: int,
                     max_nums: int, block: bool, timeout: float) -> PullResult:  # fmt: skip
         if offset < 0:
-            raise ValueError(f"offset {offset} < 0")
+            raise InvalidMessageError(f"offset {offset} < 0")
         if max_nums <= 0:
-            raise ValueError(f"max_nums {max_nums} <= 0")
+            raise InvalidMessageError(f"max_nums {max_nums} <= 0")
         sub = build_subscription(mq.topic, expression, expression_type)
         instance = self.instance
         if mq.broker_name not in instance.broker_addr_table:

@@ -40,7 +40,7 @@ from rocketq.client.client_config import ClientConfig
 from rocketq.client.consume_concurrently import ConsumeMessageConcurrentlyService
 from rocketq.client.consume_orderly import ConsumeMessageOrderlyService
 from rocketq.client.consumer_base import ConsumerBase, parse_consume_timestamp
-from rocketq.client.errors import ClientError, ClientNotRunningError
+from rocketq.client.errors import ClientError, ClientNotRunningError, InvalidMessageError
 from rocketq.client.heartbeat import (
     EXPRESSION_TYPE_TAG,
     ConsumeFromWhere,
@@ -245,6 +245,20 @@ class PushConsumer(ConsumerBase):
     def resume(self) -> None:
         self._paused = False
 
+    def _check_config(self) -> None:
+        """``checkConfig``'s ranges (times here in seconds, Java's in ms): a setting out of them is refused at
+        start with Java's words, before the consumer joins its group."""
+        limits = (("consumeThreadNums", self.consume_thread_nums, 1, 1000),
+                  ("consumeConcurrentlyMaxSpan", self.consume_concurrently_max_span, 1, 65535),
+                  ("pullThresholdForQueue", self.pull_threshold_for_queue, 1, 65535),
+                  ("pullThresholdSizeForQueue", self.pull_threshold_size_for_queue, 1, 1024),
+                  ("pullInterval", self.pull_interval, 0, 65.535),
+                  ("consumeMessageBatchMaxSize", self.consume_message_batch_max_size, 1, 1024),
+                  ("pullBatchSize", self.pull_batch_size, 1, 1024))  # fmt: skip
+        for name, value, low, high in limits:
+            if not low <= value <= high:
+                raise InvalidMessageError(f"{name} Out of range [{low}, {high}]: {value}")
+
     async def start(self) -> PushConsumer:
         if self._running:
             return self
@@ -252,6 +266,7 @@ class PushConsumer(ConsumerBase):
             raise ClientError("register a message listener before starting the consumer")
         if not self._subscriptions:
             raise ClientError("subscribe to at least one topic before starting the consumer")
+        self._check_config()
         subs = dict(self._subscriptions)
         if self._message_model is MessageModel.CLUSTERING:
             subs[self.retry_topic] = build_subscription(self.retry_topic, "*")

@@ -116,17 +116,18 @@ def is_tag_type(expression_type: str | None) -> bool:
 
 def build_subscription_data(topic: str, sub_string: str | None, expression_type: str | None = None,
                             sub_version: int | None = None) -> SubscriptionData:  # fmt: skip
-    """``FilterAPI.build``: ``*`` or blank means everything; for a tag expression the tags are split on
-    ``||``, trimmed and kept once each, with their hash codes. Any other expression type keeps its text as it is
-    (a broker reads it; a client validates before, see ``rocketq.client.heartbeat.build_subscription``)."""
+    """``FilterAPI.build``: ``*`` or empty means everything; for a tag expression the tags are split on
+    ``||``, trimmed and kept once each, with their hash codes (as in Java, an expression such as ``" * "`` is the
+    tag ``*``, and a blank one names no tag: neither is everything). Any other expression type keeps its text as
+    it is (a broker reads it; a client validates before, see ``rocketq.client.heartbeat.build_subscription``)."""
     sub = SubscriptionData(topic=topic, expression_type=expression_type or EXPRESSION_TYPE_TAG)
     if sub_version is not None:
         sub.sub_version = sub_version
     text = (sub_string or "").strip()
-    if not text or text == SUB_ALL:
+    if not sub_string or sub_string == SUB_ALL or (not text and not sub.is_tag_type):
         sub.sub_string = SUB_ALL
         return sub
-    sub.sub_string = sub_string or ""
+    sub.sub_string = sub_string
     if sub.is_tag_type:
         for part in text.split("||"):
             tag = part.strip()

@@ -9,6 +9,7 @@ from here, so that each is written down once.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "get_dlq_topic",
     "get_retry_topic",
     "human_byte_count",
+    "is_legal_name",
     "is_retry_topic",
 ]
 
@@ -89,6 +91,15 @@ PERM_INHERIT: Final = 0x1
 #: ``TopicSysFlag``: a unit topic, a topic with unit subscriptions (the name server lists topics by them).
 TOPIC_SYS_FLAG_UNIT: Final = 0x1
 TOPIC_SYS_FLAG_UNIT_SUB: Final = 0x2
+
+
+def is_legal_name(name: str) -> bool:
+    """Only ``^[%|a-zA-Z0-9_-]+$``, the characters ``TopicValidator`` and ``Validators`` allow in a topic or group
+    name (the whole name: a regex's ``$`` would let a final newline through)."""
+    return _LEGAL_NAME.fullmatch(name) is not None
+
+
+_LEGAL_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 #: Topics every broker treats as system topics; a broker adds its cluster and broker names.
 SYSTEM_TOPICS: Final = frozenset({

@@ -36,7 +36,6 @@ import itertools
 import logging
 import operator
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
@@ -71,6 +70,7 @@ from rocketq.common.mixall import (
     RMQ_SYS_TRANS_HALF_TOPIC,
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
     human_byte_count,
+    is_legal_name,
 )
 from rocketq.store.checkpoint import StoreCheckpoint
 from rocketq.store.commit_log import (
@@ -118,7 +118,6 @@ ArrivalListener = Callable[
     [str, int, Sequence[int], Sequence[int], Sequence[int], Sequence[dict[str, str] | None] | None], None
 ]
 
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 # Topics the store writes for itself; the broker keeps no write-queue limit for them here.
 INTERNAL_TOPICS = frozenset({RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC})
 MAX_QUEUE_ID = 1023
@@ -1046,7 +1045,7 @@ class MessageStore:
             return "topic is empty"
         if len(topic) > self.config.max_topic_length:
             return f"topic is longer than {self.config.max_topic_length} characters"
-        if not TOPIC_PATTERN.match(topic):
+        if not is_legal_name(topic):
             return f"topic {topic!r} has characters other than letters, digits, %, |, - and _"
         return None
 
