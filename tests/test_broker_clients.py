@@ -211,12 +211,16 @@ def test_send_back_to_retry_then_dlq(tmp_path: Path) -> None:
             assert (await client.invoke(back(original.commit_log_offset, -1))).code == ResponseCode.SUCCESS
             r = await client.invoke(back(10**9, 0))
             assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "look message by offset failed, 1000000000")
-            # A client's fallback send to the retry topic past the limit also ends in the DLQ.
-            fallback = send_v2("%RETRY%SBG", b"job", properties=props(RETRY_TOPIC="Work"), j=17, l=16)
-            r = await client.invoke(fallback)
-            assert r.code == ResponseCode.SUCCESS
+            # A client's fallback send to the retry topic at the limit (4.9.4: reconsumeTimes >= max) also ends in
+            # the DLQ; one below it goes to the retry topic.
+            for times in (16, 15):
+                fallback = send_v2("%RETRY%SBG", b"job", properties=props(RETRY_TOPIC="Work"), j=times, l=16)
+                r = await client.invoke(fallback)
+                assert r.code == ResponseCode.SUCCESS
             await settle(broker)
             assert len(decode_records((await client.invoke(pull_request("x", "%DLQ%SBG", 0, 0))).body)) == 3
+            retried = decode_records((await client.invoke(pull_request("x", "%RETRY%SBG", 0, 0))).body)
+            assert [m.reconsume_times for m in retried if m.body == b"job"][-1:] == [15]
 
     run(scenario())
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from broker_support import client_of, decode_records, props, pull_request, run, running_broker, send_v2, settle
 from conftest import copy_store
 from rocketq.broker.broker_controller import BrokerController
+from rocketq.common import json_compat
 from rocketq.common.codec import decode_record
 from rocketq.common.javacompat import java_string_hash
 from rocketq.common.message import MessageExt
@@ -149,6 +150,40 @@ def test_retries_go_through_the_levels_again_and_again(tmp_path: Path) -> None:
                 msg = (await _read_queue(broker, "%RETRY%G", 0, attempt - 1))[0]
                 assert msg.reconsume_times == attempt and msg.body == b"job"
                 assert msg.properties["DELAY"] == str(level) and msg.properties["RETRY_TOPIC"] == "Work"
+
+    run(scenario())
+
+
+def test_a_delayed_message_reaches_its_queue_after_its_topic_shrank_or_went_away(tmp_path: Path) -> None:
+    """As 4.9.4's: a delayed message is delivered to the queue it was sent to, whatever its topic's config says by
+    then (shrunk, or deleted): the store takes any queue of a broker's deliveries (the broker checked the send).
+    Refused, it was lost; and a deleted topic was not made again by the delivery."""
+
+    async def update_topic(client, topic: str, queues: int) -> None:  # type: ignore[no-untyped-def]
+        r = await client.invoke(create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
+            "perm": 6, "topicFilterType": "SINGLE_TAG"}))  # fmt: skip
+        assert r.code == ResponseCode.SUCCESS
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", messageDelayLevel=FAST_LEVELS, autoCreateTopicEnable="false",
+                                  ) as broker, client_of(broker) as client:  # fmt: skip
+            await update_topic(client, "Shrinks", 4)
+            await update_topic(client, "Goes", 4)
+            for topic in ("Shrinks", "Goes"):
+                r = await client.invoke(send_v2(topic, b"later", queue_id=3, properties=props(DELAY="2")))
+                assert r.code == ResponseCode.SUCCESS
+            await update_topic(client, "Shrinks", 1)
+            r = await client.invoke(create_request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Goes"}))
+            assert r.code == ResponseCode.SUCCESS
+            await _wait_queue(broker, "Shrinks", 3, 1, 10)
+            await _wait_queue(broker, "Goes", 3, 1, 10)
+            assert [m.body for m in await _read_queue(broker, "Shrinks", 3)] == [b"later"]
+            assert broker.topic_config_manager.select_topic_config("Goes") is None  # not made again
+            # brokerStatus shows each level's delivered and parked offsets (buildRunningStats)
+            info = await client.invoke(create_request(RequestCode.GET_BROKER_RUNTIME_INFO))
+            table = json_compat.loads(info.body or b"")["table"]
+            assert table["scheduleMessageOffset_2"] == "2,2" and "scheduleMessageOffset_1" not in table
 
     run(scenario())
 

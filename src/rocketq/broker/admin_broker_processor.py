@@ -504,6 +504,7 @@ class AdminBrokerProcessor:
             "commitLogMaxOffset": str(store.get_max_phy_offset()),
             "brokerRole": ctl.broker_config.broker_role,
             "heldPullRequests": str(ctl.pull_request_hold_service.held_count),
+            **ctl.schedule_message_service.running_stats(),
         }
         return info
 

@@ -113,6 +113,7 @@ class BrokerController:
         self.store_config = store_config if store_config is not None else MessageStoreConfig()
         sync_store_config(broker_config, self.store_config)
         self.store = MessageStore(self.store_config)
+        self.store.check_topic_configs = False  # the send processors check queues against the topic configs
         self.stats = BrokerStats(lambda: self.store.put_message_times_total)
         #: VIEW_BROKER_STATS_DATA's TOPIC_PUT_NUMS (by topic; filled at start) and GROUP_GET_NUMS (topic@group)
         self.topic_put_stats = KeyedStats()

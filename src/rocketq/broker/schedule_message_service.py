@@ -88,6 +88,14 @@ class ScheduleMessageService(DelayedDeliveryService):
                           corrected, low, high)  # fmt: skip
                 offsets.update_offset(level, corrected)
 
+    def running_stats(self) -> dict[str, str]:
+        """``buildRunningStats``: ``scheduleMessageOffset_<level>`` = ``<delivered>,<parked>`` (the level's delay
+        offset and its queue's max offset) for each level that has an offset, as brokerStatus shows them."""
+        store = self.controller.store
+        return {f"scheduleMessageOffset_{level}":
+                f"{offset},{store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, level - 1)}"
+                for level, offset in sorted(store.delay_offset_manager.offset_table.items())}  # fmt: skip
+
     def notify_parked(self, queue_id: int, due_ms: int) -> None:
         """Called on the dispatch thread when a message due at *due_ms* (its tag code) lands in
         ``SCHEDULE_TOPIC_XXXX`` queue ``queue_id``."""

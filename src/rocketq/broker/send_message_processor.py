@@ -5,8 +5,8 @@ RocketMQ's ``broker/processor/SendMessageProcessor`` and ``AbstractSendMessagePr
 Send, in Java's order: the broker must be writable for ordered topics; the topic name must be legal and
 not one of the topics nobody may send to; an unknown topic is created from the request's template topic
 (``TBW102``) when that template has INHERIT, or, for a ``%RETRY%`` topic, with one queue; the queue id must
-exist (negative: a random one). A ``%RETRY%<group>`` send whose ``reconsumeTimes`` is past the group's limit,
-or whose group holds orderly locks, goes to ``%DLQ%<group>``. The broker adds ``CLUSTER`` (and no
+exist (negative: a random one). A ``%RETRY%<group>`` send whose ``reconsumeTimes`` has reached the group's
+limit, or whose group holds orderly locks, goes to ``%DLQ%<group>``. The broker adds ``CLUSTER`` (and no
 ``UNIQ_KEY``: a message sent without one, as ali-ons sends, is stored without one); ``TRAN_MSG=true`` makes a
 half message in ``RMQ_SYS_TRANS_HALF_TOPIC``. The store's result maps to a response code; a stored message
 answers ``msgId`` (the offset id; comma-joined for a batch), ``queueId``, ``queueOffset`` and, when it has a
@@ -313,8 +313,9 @@ class SendMessageProcessor:
             max_times = sg.retry_max_times
             if request.version >= MQVersion.V3_4_9 and header.max_reconsume_times is not None:
                 max_times = header.max_reconsume_times
+            # 4.9.4: at the limit (>=); 5.x goes by > but sends a group that holds orderly locks there at once
             orderly = not ctl.rebalance_lock_manager.is_lock_all_expired(group)
-            if reconsume_times > max_times or orderly:
+            if reconsume_times >= max_times or orderly:
                 topic = get_dlq_topic(group)
                 queue_id = random.randrange(99999999) % DLQ_NUMS_PER_GROUP
                 topic_config = ctl.topic_config_manager.create_topic_in_send_message_back(

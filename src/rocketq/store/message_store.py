@@ -476,6 +476,12 @@ class MessageStore:
         # dispatch=False runs no reput thread: records are appended only, and their consume-queue
         # units and index keys are built when the store is next opened (bulk loads, benchmarks).
         self.dispatch_enabled = dispatch
+        #: Whether a put's queue must be one its topic's config has (the topic made when unknown, where
+        #: autoCreateTopicEnable allows). A broker turns it off: its processors check a producer's sends as
+        #: Java's ``msgCheck`` does, and, as Java's store, the store then takes any queue, so a delayed message, a
+        #: retry or a committed transaction is delivered to its queue even when its topic shrank or went away
+        #: meanwhile (a refusal then lost the message; the topic made again resurrected a deleted one).
+        self.check_topic_configs = True
         self.root = self.config.root
         self._progress = progress
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
@@ -1123,6 +1129,11 @@ class MessageStore:
             reasons = ", ".join(self.running_flags.reasons()) or "not writeable"
             error = f"the message store is not writeable ({reasons}); puts are refused"
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error=error)
+        if not self.check_topic_configs:  # a broker's store: its processors hold sends to the topic configs
+            err = self._check_topic(topic)
+            if err is None and queue_id < 0:
+                err = f"queue id {queue_id} is negative"
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, error=err) if err else None
         key = (topic, queue_id)
         # A queue already checked stays valid while its topic's config object is the same.
         known = self._checked_queues.get(key, _UNCHECKED)
