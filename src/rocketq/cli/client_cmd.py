@@ -81,8 +81,9 @@ def register_produce(groups: argparse._SubParsersAction) -> None:  # type: ignor
     p.add_argument("-g", "--group", default=DEFAULT_PRODUCER_GROUP, help=f"producer group ({DEFAULT_PRODUCER_GROUP})")
     p.add_argument("--timeout", type=seconds, default=3.0, help="seconds to wait for each send (default 3)")
     p.add_argument("--compress-type", choices=("ZLIB", "LZ4", "ZSTD"), default="ZLIB", type=str.upper,
-                   help="how bodies of 4 KiB or more are compressed (default ZLIB; LZ4 and ZSTD, RocketMQ 5's, need "
-                   "pip install rocketq[compression], and 4.x consumers cannot read them)")  # fmt: skip
+                   help="how bodies of 4 KiB or more are compressed (default ZLIB; LZ4 and ZSTD need pip install "
+                   "rocketq[compression]; a 4.9.4 Java consumer reads LZ4, and ZSTD only with zstd-jni on its class "
+                   "path, which the 4.9.4 release lacks; older consumers read neither)")  # fmt: skip
     p.add_argument("-v", "--verbose", action="store_true", help="print every send result")
     p.set_defaults(func=cmd_produce)
 

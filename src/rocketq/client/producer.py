@@ -18,8 +18,9 @@ How a message goes out (``sendDefaultImpl`` / ``sendKernelImpl``):
 2. A queue is taken round-robin, skipping the broker that just failed and brokers that failed recently
    (:mod:`rocketq.client.fault_strategy`).
 3. The message gets a ``UNIQ_KEY`` (its ``msg_id``); a body of ``compress_over`` bytes or more (4 KiB) is
-   compressed with ``compress_type`` (zlib by default, level 5; LZ4 and Zstandard as RocketMQ 5 producers may,
-   which 4.x consumers cannot read) and flagged in ``sysFlag`` (bit 0, the compression type in bits 8–10).
+   compressed with ``compress_type`` (zlib by default, level 5; LZ4 and Zstandard as 4.9.4 and 5.x producers
+   may: a 4.9.4 consumer reads LZ4, Zstandard only with zstd-jni, older ones neither) and flagged in ``sysFlag``
+   (bit 0, the compression type in bits 8–10).
 4. SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch) goes to the broker's master. A synchronous send that
    times out, loses its connection or gets a retryable answer (SYSTEM_BUSY, SYSTEM_ERROR, TOPIC_NOT_EXIST,
    SERVICE_NOT_AVAILABLE, NO_PERMISSION, …) is tried again on another queue, ``retry_times_when_send_failed``
