@@ -259,7 +259,7 @@ def test_a_name_server_that_comes_up_after_the_broker_has_it_within_seconds(tmp_
         async with running_broker(tmp_path / "s", namesrvAddr=f"{HOST}:{port}") as broker:
             assert broker.outer_api.registered == {f"{HOST}:{port}": False}
             await asyncio.sleep(1.5)  # the 1 s retry fails too: the next is 2 s later
-            namesrv = NamesrvController(HOST, port)
+            namesrv = NamesrvController(HOST, port, kv_config_path=tmp_path / "kvConfig.json")
             await namesrv.start()
             try:
                 t0 = time.monotonic()
@@ -341,7 +341,8 @@ def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout: float) -> 
 def test_rocketq_start_runs_both_and_stops_on_sigterm(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "rocketq.cli.main", "start", "--store", str(tmp_path / "store"),
            "--namesrv-port", "0", "--broker-port", "0"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HOME": str(tmp_path)})  # its name server's KV file: not the user's
     try:
         lines = _wait_for_line(proc, "rocketq ready", 30)
         text = "".join(lines)
@@ -373,7 +374,8 @@ def test_rocketq_start_stops_cleanly_on_a_signal_during_its_start(tmp_path: Path
     # both cleanly (it used to be a KeyboardInterrupt, exit 130, or a window right after a ready line).
     cmd = [sys.executable, "-m", "rocketq.cli.main", "start", "--store", str(tmp_path / "store"),
            "--namesrv-port", "0", "--broker-port", "0"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HOME": str(tmp_path)})  # its name server's KV file: not the user's
     try:
         _wait_for_line(proc, "name server listening", 30)
         proc.send_signal(signal.SIGINT)

@@ -321,6 +321,8 @@ def test_topic_and_message_checks() -> None:
     producer = Producer("PG", "127.0.0.1:1", max_message_size=10)
     with pytest.raises(InvalidMessageError, match="must be bytes, not str"):  # not a failed encoding later on
         producer.check_message(Message("T", "text"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessageError, match="must be bytes, not str"):  # in a batch, after a good one
+        producer._make_batch([new_message("T", b"x"), Message("T", "text")])  # type: ignore[arg-type]
     with pytest.raises(InvalidMessageError, match="length is zero"):
         producer.check_message(new_message("T", b""))
     with pytest.raises(InvalidMessageError, match="over max value"):

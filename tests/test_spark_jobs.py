@@ -261,3 +261,30 @@ def test_ctrl_c_in_a_job_cancels_it_quietly(spark: Any, caplog: pytest.LogCaptur
     assert "Traceback" not in capfd.readouterr().err
     assert signal.getsignal(signal.SIGINT) is not interrupts._on_interrupt
     assert spark.range(10).count() == 10
+
+
+def test_a_failed_rebuild_waits_for_the_tasks_still_running() -> None:
+    """``_wait_tasks_gone``: the staging directory goes only once no executor runs a task (a failed job's other
+    tasks go on until Spark kills them, and would make parts of it again), bounded in time."""
+    import types
+
+    from rocketq.spark.rebuild import _wait_tasks_gone
+
+    running = iter([2, 1, 0])
+    asked: list[int] = []
+
+    def infos() -> list[types.SimpleNamespace]:
+        n = next(running, 0)
+        asked.append(n)
+        return [types.SimpleNamespace(numRunningTasks=lambda n=n: n)]
+
+    def context(tracker: types.SimpleNamespace) -> types.SimpleNamespace:
+        java = types.SimpleNamespace(statusTracker=lambda: tracker)
+        return types.SimpleNamespace(_jsc=types.SimpleNamespace(sc=lambda: java))
+
+    _wait_tasks_gone(context(types.SimpleNamespace(getExecutorInfos=infos)), timeout=10)
+    assert asked == [2, 1, 0]
+    stuck = types.SimpleNamespace(getExecutorInfos=lambda: [types.SimpleNamespace(numRunningTasks=lambda: 1)])
+    start = time.monotonic()
+    _wait_tasks_gone(context(stuck), timeout=0.3)  # a task that never ends: the wait ends anyway
+    assert 0.25 <= time.monotonic() - start < 5

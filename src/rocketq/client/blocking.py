@@ -13,10 +13,11 @@
             print(msg.body)
 
 Every blocking client runs its asyncio twin on one shared event loop in a background thread (started
-with the first client, stopped after the last one shuts down), so blocking clients of one process share
-their client instance and connections exactly as asyncio ones do. Calls block the calling thread until
-the operation is done and raise the same exceptions (:mod:`rocketq.client.errors`). A push consumer's
-plain-function listener runs on the consumer's worker threads. Calling a blocking method from the loop's
+with the first client, stopped after the last one shuts down), so blocking clients get their client
+instances exactly as asyncio ones do (one of its own for each producer and clustering consumer). Calls
+block the calling thread until the operation is done and raise the same exceptions
+(:mod:`rocketq.client.errors`). A push consumer's plain-function listener runs on the consumer's worker
+threads. Calling a blocking method from the loop's
 own thread (inside an ``async`` listener) would deadlock and raises ``RuntimeError`` instead.
 """
 

@@ -522,7 +522,7 @@ class Producer:
             if PROPERTY_DELAY_TIME_LEVEL in props and int(props[PROPERTY_DELAY_TIME_LEVEL] or 0) > 0:
                 raise InvalidMessageError("TimeDelayLevel is not supported for batching")
             body = m.body
-            if not body or len(body) > max_size:
+            if not body or len(body) > max_size or not isinstance(body, (bytes, bytearray, memoryview)):
                 self.check_message(m, topic_checked=True)  # says which
             if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
                 without_id.append(m)

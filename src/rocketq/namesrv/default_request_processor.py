@@ -41,7 +41,8 @@ class DefaultRequestProcessor:
         self.routes = routes
         self.kv = kv
         #: ``NamesrvConfig`` as getNamesrvConfig shows it, Java's defaults: routes carry ``orderTopicConf`` only
-        #: with ``orderMessageEnable=true`` (``rocketq namesrv -c FILE``, or updateNamesrvConfig in memory).
+        #: with ``orderMessageEnable=true`` (``rocketq namesrv -c FILE``, or updateNamesrvConfig, which writes every
+        #: setting to ``configStorePath``: the -c file, else ~/namesrv/namesrv.properties, as Java's).
         self.config: dict[str, str] = {
             "rocketmqHome": os.environ.get("ROCKETMQ_HOME", ""), "kvConfigPath": str(kv.path),
             "configStorePath": str(Path.home() / "namesrv" / "namesrv.properties"), "productEnvName": "center",
