@@ -44,12 +44,20 @@ def read_store(spark: Any, store: str, conf: str | None = None, options: Mapping
     return reader.load(str(store))
 
 
+def _local_path(out: str) -> Path | None:
+    """The local path an output names (a plain path or a ``file:`` URI), None for another file system's URI."""
+    if "://" in out and not out.startswith("file:"):
+        return None
+    return Path(out.removeprefix("file://").removeprefix("file:")).expanduser()
+
+
 def check_out_apart(store: str, out: str) -> None:
     """Refuse an output directory that is the store, inside it or holds it: writing there (and with overwrite,
     first deleting it) would destroy the store being read. A URI of another file system cannot overlap."""
-    if "://" in out and not out.startswith("file:"):
+    local = _local_path(out)
+    if local is None:
         return
-    out_path = Path(out.removeprefix("file://").removeprefix("file:")).expanduser().resolve()
+    out_path = local.resolve()
     store_path = Path(store).expanduser().resolve()
     if out_path == store_path or store_path in out_path.parents or out_path in store_path.parents:
         raise OptionError(f"the output {out} overlaps the store {store} (the same directory, or one inside the "
@@ -60,10 +68,8 @@ def check_out_free(out: str, overwrite: bool) -> None:
     """Refuse an output directory that exists, unless *overwrite*, saying how to replace it (Spark's own refusal
     speaks of a save mode). An empty directory is taken: one left by an interrupted export, or made beforehand,
     holds nothing to lose, and Spark refuses it as it refuses any that exists."""
-    if overwrite or ("://" in out and not out.startswith("file:")):
-        return
-    path = Path(out.removeprefix("file://").removeprefix("file:")).expanduser()
-    if not path.exists() and not path.is_symlink():
+    path = _local_path(out)
+    if overwrite or path is None or (not path.exists() and not path.is_symlink()):
         return
     if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
         path.rmdir()
