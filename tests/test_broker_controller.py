@@ -26,6 +26,7 @@ from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import create_request
 from rocketq.remoting.transport import RemotingClient
 from rocketq.store.config_json import TopicConfig
+from rocketq.store.store_config import parse_properties, update_properties_text
 
 
 def test_settings_the_broker_does_not_use_are_named_with_what_they_nearly_spell(
@@ -70,6 +71,52 @@ def test_a_name_server_address_that_is_not_host_port_is_refused(tmp_path: Path) 
         load_broker_config(conf, namesrv_addr="x:y")  # as -n gives it
     assert load_broker_config(conf, namesrv_addr="127.0.0.1:9876;[::1]:9877")[0].namesrv_addrs() == [
         "127.0.0.1:9876", "[::1]:9877"]
+
+
+def test_update_properties_text_replaces_a_setting_where_it_is_and_keeps_the_rest() -> None:
+    text = ("# my broker\nbrokerName = b-1\n! old style comment\nfileReservedTime=48\nlong=a\\\n  b\n"
+            "fileReservedTime: 12\n\nflushDiskType=ASYNC_FLUSH")  # fmt: skip
+    out = update_properties_text(text, {"fileReservedTime": "72", "long": "c", "deleteWhen": "04"})
+    assert out == ("# my broker\nbrokerName = b-1\n! old style comment\nfileReservedTime=72\nlong=c\n\n"
+                   "flushDiskType=ASYNC_FLUSH\ndeleteWhen=04\n")  # fmt: skip
+    assert parse_properties(out) == {**parse_properties(text), "fileReservedTime": "72", "long": "c",
+                                     "deleteWhen": "04"}  # fmt: skip
+    assert update_properties_text("", {"a": "1"}) == "a=1\n"
+
+
+def test_update_broker_config_is_written_to_the_config_file_and_read_at_the_next_start(tmp_path: Path) -> None:
+    """As Java's ``Configuration.persist`` after ``updateBrokerConfig``: the change outlives a restart, the
+    settings used at start only (listenPort) included; unknown keys and values that do not parse are not written."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"# hand written\nbrokerName=b-1\nlistenPort=0\nstorePathRootDir={tmp_path / 's'}\n"
+                    "fileReservedTime=48\n")  # fmt: skip
+    broker = BrokerController(*load_broker_config(conf))
+    broker.config_file = conf
+    body = b"fileReservedTime=49\nlistenPort=20931\nnoSuchKey=1\ndiskMaxUsedSpaceRatio=lots\nbrokerIP2=127.0.0.3\n"
+
+    async def scenario() -> None:
+        await broker.start()
+        try:
+            async with client_of(broker) as client:
+                r = await client.invoke(create_request(RequestCode.UPDATE_BROKER_CONFIG, {}, body))
+                assert r.code == ResponseCode.SUCCESS
+            assert broker.store_config.file_reserved_time == 49 and broker.broker_config.listen_port != 20931
+        finally:
+            await broker.shutdown()
+
+    run(scenario())
+    lines = conf.read_text().splitlines()
+    assert lines[:3] == ["# hand written", "brokerName=b-1", "listenPort=20931"]
+    assert "fileReservedTime=49" in lines and "brokerIP2=127.0.0.3" in lines
+    assert not any(x.startswith(("noSuchKey", "diskMaxUsedSpaceRatio")) for x in lines)
+    again, store = load_broker_config(conf)
+    assert (again.listen_port, store.file_reserved_time, again.broker_ip2) == (20931, 49, "127.0.0.3")
+
+    # without a -c file: <storePathRootDir>/config/broker.properties, as Java's ~/store/config/broker.properties
+    broker = BrokerController(*load_broker_config(conf, listen_port=0))
+    run(scenario())
+    assert (tmp_path / "s" / "config" / "broker.properties").read_text() == "fileReservedTime=49\nlistenPort=20931\n" \
+        "brokerIP2=127.0.0.3\n"
 
 
 def test_broker_conf_sets_broker_and_store(tmp_path: Path) -> None:

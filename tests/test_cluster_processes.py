@@ -163,6 +163,12 @@ def test_two_brokers_one_cluster(tmp_path: Path, processes: list[RocketqProcess]
     found = admin(ns, "queryMsgByKey", "-t", "Spread", "-k", "spread", "-m", "100", cwd=tmp_path)["messages"]
     assert len(found) == 40  # the index of both brokers
 
+    # updateBrokerConfig is written into the broker's -c file (BrokerPathConfigHelper), the rest of it kept
+    before = (tmp_path / "broker-a.conf").read_text(encoding="utf-8").splitlines()
+    admin(ns, "updateBrokerConfig", "-b", brokers["broker-a"], "-k", "fileReservedTime", "-v", "49", cwd=tmp_path)
+    after = (tmp_path / "broker-a.conf").read_text(encoding="utf-8").splitlines()
+    assert after == [x for x in before if not x.startswith("fileReservedTime=")] + ["fileReservedTime=49"]
+
     # A stopping broker unregisters: the route is left with the other one.
     b_proc = processes[2]
     assert b_proc.stop() == 0 and "rocketq broker stopped" in "".join(b_proc.output)

@@ -50,6 +50,7 @@ from rocketq.broker.query_message_processor import select_one_message_by_offset
 from rocketq.broker.topic_validator import SYSTEM_TOPICS, check_not_system_topic, validate_topic
 from rocketq.common import json_compat
 from rocketq.common.codec import decode_record
+from rocketq.common.errors import RocketqError
 from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES, MessageExt
 from rocketq.common.message_id import decode_offset_message_id
@@ -680,15 +681,24 @@ class AdminBrokerProcessor:
         """UPDATE_BROKER_CONFIG (mqadmin updateBrokerConfig): a properties body applied to the running configs.
 
         As Java's ``Configuration.update``: unknown keys and values that do not parse are skipped, the answer
-        is SUCCESS; a ``brokerPermission`` change is announced to the name servers at once.
+        is SUCCESS; a ``brokerPermission`` change is announced to the name servers at once; what was taken is
+        written to the broker's config file, so it outlives a restart (the settings used at start only, such as
+        ``listenPort``, take effect then).
         """
         if request.body:
             props = parse_properties(request.body.decode("utf-8", "replace"))
             log.info("updateBrokerConfig called by %s: %s", conn.remote_address, props)
-            fixed = sorted(k for k in props if k in FIXED_AT_START)
+            taken = self.controller.update_config(props, FIXED_AT_START)
+            fixed = sorted(k for k in taken if k in FIXED_AT_START)
             if fixed:
-                log.warning("updateBrokerConfig: %s cannot change while the broker runs: left as they are", fixed)
-            self.controller.update_config({k: v for k, v in props.items() if k not in FIXED_AT_START})
+                log.warning("updateBrokerConfig: %s cannot change while the broker runs: written to the config "
+                            "file, they take effect at the next start", fixed)  # fmt: skip
+            if taken:
+                try:
+                    path = self.controller.persist_config(taken)
+                    log.info("updateBrokerConfig: %s written to %s", sorted(taken), path)
+                except RocketqError as exc:  # as Java's persist: logged, the running broker keeps the change
+                    log.error("updateBrokerConfig: %s", exc)
         return make_response_for(request, ResponseCode.SUCCESS)
 
     # --- offsets of groups --------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from rocketq.broker.admin_broker_processor import AdminBrokerProcessor
@@ -65,9 +66,9 @@ from rocketq.remoting.command import RemotingCommand, create_request
 from rocketq.remoting.errors import RemotingError
 from rocketq.remoting.transport import ProcessorTable, RemotingConnection, RemotingServer, RequestProcessor
 from rocketq.store.commit_log import PutMessageResult
-from rocketq.store.config_json import TopicConfig
+from rocketq.store.config_json import TopicConfig, write_config_file
 from rocketq.store.message_store import MessageStore
-from rocketq.store.store_config import MessageStoreConfig
+from rocketq.store.store_config import PROPERTY_ALIASES, MessageStoreConfig, update_properties_text
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,9 @@ class BrokerController:
         self.store_config = store_config if store_config is not None else MessageStoreConfig()
         sync_store_config(broker_config, self.store_config)
         self.store = MessageStore(self.store_config)
+        #: Where UPDATE_BROKER_CONFIG writes its changes (BrokerPathConfigHelper.brokerConfigPath): the broker.conf
+        #: it was started with (the CLI sets it), else ``<storePathRootDir>/config/broker.properties``.
+        self.config_file: Path | None = None
         self.store.check_topic_configs = False  # the send processors check queues against the topic configs
         self.stats = BrokerStats(lambda: self.store.put_message_times_total)
         #: VIEW_BROKER_STATS_DATA's TOPIC_PUT_NUMS (by topic; filled at start) and GROUP_GET_NUMS (topic@group)
@@ -630,21 +634,47 @@ class BrokerController:
                 offsets.offset_table.pop(offsets.key(topic, group), None)
         self.store.delete_topics([topic])
 
-    def update_config(self, props: dict[str, str]) -> None:
+    def update_config(self, props: dict[str, str], fixed: frozenset[str] = frozenset()) -> dict[str, str]:
         """UPDATE_BROKER_CONFIG's changes, as Java's ``Configuration.update``: each setting the broker or its
-        store knows takes the new value, one that does not parse is skipped; a ``brokerPermission`` change is
-        announced to the name servers at once."""
+        store knows takes the new value, one that is unknown or does not parse is skipped; a ``brokerPermission``
+        change is announced to the name servers at once. The settings named in *fixed* are used at start only:
+        they are checked but left as they are until a restart. Returns the settings taken (fixed ones included),
+        as :meth:`persist_config` writes them."""
+        known = self.all_config_properties()
+        taken: dict[str, str] = {}
         for key, raw in props.items():
+            if key not in known and PROPERTY_ALIASES.get(key) not in known:
+                log.warning("updateBrokerConfig: %s is not a broker setting: skipped", key)
+                continue
+            ok = True
             for cfg in (self.broker_config, self.store_config):
                 try:
-                    cfg.apply_properties({key: raw})
+                    (dataclasses.replace(cfg) if key in fixed else cfg).apply_properties({key: raw})
                 except RocketqError as exc:
                     log.warning("updateBrokerConfig: %s=%r skipped: %s", key, raw, exc)
+                    ok = False
+            if ok:
+                taken[PROPERTY_ALIASES.get(key, key)] = raw.strip()
         sync_store_config(self.broker_config, self.store_config)
-        if "brokerPermission" in props:
+        now = self.all_config_properties()  # a running setting as it was taken (Java persists the objects' values)
+        taken = {k: v if k in fixed else now[k] for k, v in taken.items()}
+        if "brokerPermission" in taken:
             self.topic_config_manager.data_version.next_version()
             if self._started and self._register_lock is not None:
                 self._spawn(self.register_broker_all(), "register after a brokerPermission change")
+        return taken
+
+    def persist_config(self, changes: dict[str, str]) -> Path:
+        """``Configuration.persist`` of UPDATE_BROKER_CONFIG's *changes*: written into :attr:`config_file`, so a
+        restart keeps them. Unlike 4.9.4, which rewrites the file with every setting it has, the file's own lines
+        and comments stay; a changed setting's line is replaced and a new one appended. Returns the file."""
+        path = self.config_file or self.store_config.root / "config" / "broker.properties"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            text = ""
+        write_config_file(path, update_properties_text(text, changes))
+        return path
 
     def all_config_properties(self) -> dict[str, str]:
         """Every broker and store setting under its ``broker.conf`` name (GET_BROKER_CONFIG)."""

@@ -122,7 +122,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
     if args.namesrv_addr:
         overrides["namesrv_addr"] = args.namesrv_addr
     broker_config, store_config = load_broker_config(args.config, **overrides)
-    eventloop.run(run_broker(BrokerController(broker_config, store_config)))
+    broker = BrokerController(broker_config, store_config)
+    broker.config_file = args.config.resolve()  # updateBrokerConfig writes there, as Java's BrokerStartup sets it
+    eventloop.run(run_broker(broker))
     return 0
 
 
@@ -162,6 +164,8 @@ async def run_start(args: argparse.Namespace) -> None:
             print(f"rocketq name server listening on {namesrv.address}", flush=True)
             broker_config.namesrv_addr = namesrv.address
             broker = BrokerController(broker_config, store_config)
+            if args.config is not None:
+                broker.config_file = args.config.resolve()
             await broker.start()
             freeze_startup_objects()
             try:

@@ -213,6 +213,35 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
+def update_properties_text(text: str, changes: dict[str, str]) -> str:
+    """*text*, a ``.properties`` file, with each key of *changes* set: its line (and any continuation lines) is
+    replaced where the key is set, else ``key=value`` is appended. Comments and other lines stay as they are."""
+    out: list[str] = []
+    done: set[str] = set()
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        stripped = line.lstrip()
+        if not stripped or stripped[0] in "#!":
+            out.append(line)
+            continue
+        logical = [line]
+        while (m := _CONT.search(logical[-1])) and len(m.group(1)) % 2 == 1 and i < len(lines):
+            logical.append(lines[i])
+            i += 1
+        key = next(iter(parse_properties("\n".join(logical))), None)
+        if key in changes:
+            if key not in done:  # a key set twice: Java's Properties keep the last; one line of it is enough
+                out.append(f"{key}={changes[key]}")
+                done.add(key)
+            continue
+        out.extend(logical)
+    out.extend(f"{k}={v}" for k, v in changes.items() if k not in done)
+    return "".join(x + "\n" for x in out)
+
+
 def load_broker_conf(path: str | os.PathLike[str], **overrides: Any) -> MessageStoreConfig:
     """Read a ``broker.conf`` into a :class:`MessageStoreConfig`."""
     p = Path(path)
