@@ -98,6 +98,27 @@ def test_offsets_times_and_stats(tmp_path: Path) -> None:
             assert t[f"commitLogDiskRatio_{broker.store_config.commit_log_path}"] == t["commitLogDiskRatio"]
             assert (t["EndTransactionQueueSize"], t["EndTransactionThreadPoolQueueCapacity"]) == ("0", "100000")
             assert len(info["table"]["putTps"].split()) == 3
+            # what rocketmq-exporter's BrokerRuntimeStats parses, each as it parses it (one missing fails it all)
+            for key in ("msgPutTotalTodayNow", "sendThreadPoolQueueHeadWaitTimeMills", "msgGetTotalTodayNow",
+                        "queryThreadPoolQueueHeadWaitTimeMills", "queryThreadPoolQueueSize", "bootTimestamp",
+                        "msgPutTotalYesterdayMorning", "msgGetTotalYesterdayMorning", "pullThreadPoolQueueSize",
+                        "commitLogMinOffset", "pullThreadPoolQueueHeadWaitTimeMills", "dispatchMaxBuffer",
+                        "pageCacheLockTimeMills", "commitLogMaxOffset", "getMessageEntireTimeMax",
+                        "msgPutTotalTodayMorning", "putMessageTimesTotal", "msgGetTotalTodayMorning",
+                        "sendThreadPoolQueueSize", "startAcceptSendRequestTimeStamp", "putMessageEntireTimeMax",
+                        "earliestMessageTimeStamp", "remainTransientStoreBufferNumbs", "queryThreadPoolQueueCapacity",
+                        "dispatchBehindBytes", "putMessageSizeTotal", "sendThreadPoolQueueCapacity",
+                        "pullThreadPoolQueueCapacity", "brokerVersion"):  # fmt: skip
+                assert re.fullmatch(r"-?\d+", t[key]), key
+            for key in ("consumeQueueDiskRatio", "commitLogDiskRatio", "putMessageAverageSize", "putLatency99",
+                        "putLatency999"):  # fmt: skip
+                float(t[key])
+            for key in ("putTps", "getMissTps", "getTransferedTps", "getTotalTps", "getFoundTps"):
+                assert [float(x) for x in t[key].split(" ")], key
+            ranges = dict(x.split(":") for x in t["putMessageDistributeTime"].split(" ") if x)
+            assert list(ranges)[:2] == ["[<=0ms]", "[0~10ms]"] and len(ranges) == 13
+            assert re.fullmatch(r"Total : [\d.]+ \w+, Free : [\d.]+ \w+\.", t["commitLogDirCapacity"])
+            assert re.fullmatch(r"[\d.]+ [KMGTPE]?i?B", t["remainHowManyDataToFlush"])
             # getDiskPartitionSpaceUsedPercent: used / (used + usable), rounded up to a hundredth.
             st = os.statvfs(broker.store_config.root)
             used = (st.f_blocks - st.f_bfree) * st.f_frsize

@@ -82,6 +82,26 @@ def test_golden_parked_messages_are_delivered_as_rocketmq_delivered_them(tmp_pat
     run(scenario())
 
 
+def test_a_parked_message_has_the_golden_property_bytes(tmp_path: Path, golden_clean: Path) -> None:
+    """A delayed send as the Java producer makes it (``WAIT`` first in its map, ``DELAY`` set later): the broker
+    takes ``WAIT`` out and puts it back, so the parked copy, encoded again, has ``DELAY`` before ``WAIT`` (one
+    ``HashMap`` bucket), byte for byte as 4.9.4 parked the golden one."""
+    golden = _golden_record(golden_clean, 472044)
+    sent = {k: v for k, v in golden.properties.items() if k not in ("CLUSTER", "REAL_TOPIC", "REAL_QID")}
+    sent = {"WAIT": sent.pop("WAIT"), **sent}
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", **GOLDEN_CONF) as broker, client_of(broker) as client:
+            r = await client.invoke(send_v2("GoldenDelay", golden.body, queue_id=0, properties=props(**sent),
+                                            g=golden.born_timestamp))  # fmt: skip
+            assert r.code == ResponseCode.SUCCESS
+            await _wait_queue(broker, golden.topic, golden.queue_id, 1, 10)
+            (parked,) = await _read_queue(broker, golden.topic, golden.queue_id)
+            assert parked.properties_bytes == golden.properties_bytes
+
+    run(scenario())
+
+
 def test_levels_deliver_when_due_and_restart_delivers_nothing_twice(tmp_path: Path) -> None:
     store = tmp_path / "s"
     conf = {"messageDelayLevel": FAST_LEVELS, "flushDelayOffsetInterval": "600000"}

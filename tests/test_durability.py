@@ -66,6 +66,7 @@ from rocketq.store.clean_service import (
 from rocketq.store.commit_log import PutMessageStatus
 from rocketq.store.message_store import GetMessageStatus, MessageStore, ReputMessageService
 from rocketq.store.store_config import ASYNC_FLUSH, SYNC_FLUSH, MessageStoreConfig, load_broker_conf
+from rocketq.store.store_stats import PutGetTimes
 
 WRITER = Path(__file__).with_name("durability_writer.py")
 SMALL = dict(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=600, max_hash_slot_num=100,
@@ -767,6 +768,81 @@ def test_sync_flush_returns_only_once_on_disk_and_shares_flushes(tmp_path: Path)
         gc = store.services.group_commit
         assert gc is not None and gc.requests_done >= 321
         assert gc.flush_rounds < gc.requests_done  # some flushes covered several puts
+
+
+def test_put_and_get_times_as_store_stats_service_reports_them() -> None:
+    """``StoreStatsService``'s put-time figures: the 13 ranges of ``putMessageDistributeTime`` and the
+    interpolated percentiles of the last whole minute, the longest put and get since start."""
+    times = PutGetTimes(now=0.0)
+    for _ in range(98):
+        times.zero += 1  # as the put path counts a put under 1 ms
+    times.put_time(30)
+    times.put_time(700)
+    times.get_time(3)
+    times.get_time(2)
+    empty = times.runtime_info()
+    assert empty["putMessageDistributeTime"].startswith("[<=0ms]:0 [0~10ms]:0 ")  # nothing before a whole minute
+    assert (empty["putLatency99"], empty["putMessageEntireTimeMax"], empty["getMessageEntireTimeMax"]) == \
+        ("0.00", "700", "3")  # fmt: skip
+    times.roll_if_due(59.0)
+    assert times.runtime_info() == empty  # the minute has not ended
+    times.roll_if_due(60.0)
+    info = times.runtime_info()
+    assert info["putMessageDistributeTime"] == ("[<=0ms]:98 [0~10ms]:0 [10~50ms]:1 [50~100ms]:0 [100~200ms]:0 "
+                                                "[200~500ms]:0 [500ms~1s]:1 [1~2s]:0 [2~3s]:0 [3~4s]:0 [4~5s]:0 "
+                                                "[5~10s]:0 [10s~]:0 ")  # fmt: skip
+    # the 99th of 100 puts is the 30 ms one, in the bucket (28, 30]: 28 + (30 - 28) * 1/1
+    assert (info["putLatency99"], info["putLatency999"]) == ("30.00", "30.00")
+    for ms, bucket in ((9, 1), (10, 2), (50, 3), (9999, 11), (10000, 12)):
+        t = PutGetTimes(now=0.0)
+        t.put_time(ms)
+        t.roll_if_due(60.0)
+        assert [int(x.split(":")[1]) for x in t.distribution().split()].index(1) == bucket, ms
+    t = PutGetTimes(now=0.0)
+    for ms in [1] * 10 + [3] * 10:  # ten in (0, 1], ten in (2, 3]: the 15th of 20 is half way through (2, 3]
+        t.put_time(ms)
+    t.roll_if_due(60.0)
+    assert t.latency(0.75) == 2.5
+    t.roll_if_due(200.0)
+    assert t.runtime_info()["putMessageDistributeTime"].startswith("[<=0ms]:0 [0~10ms]:0 ")  # a quiet minute
+
+
+def test_a_put_is_timed_once_its_outcome_is_final(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A put that waits for its flush is timed when the flush is done (Java times ``asyncPutMessage``'s future),
+    whichever way it was made (blocking, asyncio, future); one that does not wait, when it is stored."""
+    with MessageStore(small_config(tmp_path / "s", flush_disk_type=SYNC_FLUSH)) as store:
+        assert store.services is not None and store.services.group_commit is not None
+        gc = store.services.group_commit
+        real = gc.do_commit
+
+        def slow_commit() -> None:
+            time.sleep(0.12)
+            real()
+
+        monkeypatch.setattr(gc, "do_commit", slow_commit)
+        assert store.put_message(Message("Timed", b"x", 0, {}), 0).ok
+        assert store.put_messages([Message("Timed", b"y", 0, {})], 0).ok
+        assert asyncio.run(store.aput_message(Message("Timed", b"z", 0, {}), 0)).ok
+        assert store.put_message_async(Message("Timed", b"w", 0, {}), 0).result(10).ok
+        msg = store.to_message_ext(Message("Timed", b"v", 0, {}), 0)
+        msg.wait_store_msg_ok = False
+        assert store.put_message(msg).ok
+        times = store.put_get_times
+        times.roll_if_due(time.monotonic() + 60)
+        counts = [int(x.split(":")[1]) for x in times.distribution().split()]
+        # four waited for a round of 120 ms (or what was left of one when they came), each counted once
+        assert sum(counts) == 5 and sum(counts[2:]) == 4, counts
+        assert sum(counts[:2]) == 1  # the put that did not wait
+        assert int(store.runtime_info()["putMessageEntireTimeMax"]) >= 100
+        assert store.get_message("G", "Timed", 0, 0, 32).status is GetMessageStatus.FOUND
+        assert store.runtime_info()["getMessageEntireTimeMax"].isdigit()
+    with MessageStore(small_config(tmp_path / "a")) as store:  # ASYNC_FLUSH: timed as it is stored
+        for i in range(20):
+            assert store.put_message(Message("Timed", b"%d" % i, 0, {}), 0).ok
+        assert store.put_messages([Message("Timed", b"b", 0, {})] * 3, 0).ok
+        store.put_get_times.roll_if_due(time.monotonic() + 60)
+        counts = [int(x.split(":")[1]) for x in store.put_get_times.distribution().split()]
+        assert sum(counts) == 21 and sum(counts[:2]) >= 19, counts  # a batch is one put
 
 
 def test_a_put_that_does_not_wait_for_its_store_is_flushed_soon_after(tmp_path: Path,

@@ -134,6 +134,9 @@ def test_half_commit_and_op_records_as_rocketmq_writes_them(tmp_path: Path, gold
     bytes and fields."""
     golden_half, golden_commit, golden_op = (_golden(golden_clean, o) for o in (473864, 475064, 475646))
     sent = {k: v for k, v in golden_half.properties.items() if k not in ("CLUSTER", "REAL_TOPIC", "REAL_QID")}
+    # in the order the Java producer's map has them: WAIT first (the Message constructor), PGROUP later
+    # (sendMessageInTransaction); the broker moves WAIT behind PGROUP, the other key of its bucket
+    sent = {"WAIT": sent.pop("WAIT"), **sent}
 
     async def scenario() -> None:
         async with running_broker(tmp_path / "s", transactionCheckInterval="600000") as broker, \
@@ -168,15 +171,20 @@ def test_end_transaction_answers_as_java_does(tmp_path: Path) -> None:
                 client_of(broker) as client:  # fmt: skip
             remarks = {}
             for action in (8, 12):  # commit, rollback
-                r = await client.invoke(send_v2("Tx", b"x", properties=props(TRAN_MSG="true", PGROUP="pg"), f=4,
-                                                a="pg", g=_now_ms()))  # fmt: skip
+                r = await client.invoke(send_v2("Tx", b"x", queue_id=2, properties=props(TRAN_MSG="true", PGROUP="pg"),
+                                                f=4, a="pg", g=_now_ms()))  # fmt: skip
                 ext = r.ext_fields or {}
+                assert ext["queueId"] == "2"  # the queue asked for, not the half topic's (SendResult's queue)
                 end = await client.invoke(create_request(RequestCode.END_TRANSACTION, {
                     "producerGroup": "pg", "tranStateTableOffset": ext["queueOffset"],
                     "commitLogOffset": decode_offset_message_id(ext["msgId"])[1], "commitOrRollback": action,
                     "fromTransactionCheck": False, "msgId": ext["msgId"]}))  # fmt: skip
                 remarks[action] = (end.code, end.remark)
             assert remarks == {8: (ResponseCode.SUCCESS, None), 12: (ResponseCode.SUCCESS, "not set any response code")}
+            wrong = await client.invoke(create_request(RequestCode.END_TRANSACTION, {
+                "producerGroup": "pg", "tranStateTableOffset": 0, "commitLogOffset": 0, "commitOrRollback": 4,
+                "fromTransactionCheck": False, "msgId": "x"}))  # fmt: skip
+            assert (wrong.code, wrong.remark) == (ResponseCode.SYSTEM_ERROR, "commitOrRollback field wrong")
             store = broker.store
             await _until(lambda: sum(store.get_max_offset_in_queue("Tx", q) for q in range(4)) == 1, 5, "the commit")
 

@@ -431,9 +431,10 @@ class BrokerController:
             self.grpc_service.expire_idle_clients(self.broker_config.server_channel_max_idle_time_seconds or 120)
 
     def _sample_stats(self, now: float | None = None) -> None:
-        """Every few seconds: the broker's TPS samples and the snapshots of the keyed stats that are due
-        (*now*: a ``time.monotonic()`` value, for tests)."""
+        """Every few seconds: the broker's TPS samples, the snapshots of the keyed stats that are due and the
+        store's minute of put times (*now*: a ``time.monotonic()`` value, for tests)."""
         self.stats.sample(now)
+        self.store.put_get_times.roll_if_due(now)
         self.topic_put_stats.totals = self.topic_put_totals()
         self.topic_put_stats.sample(now)
         self.group_get_stats.sample(now)

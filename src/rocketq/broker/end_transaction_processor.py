@@ -36,6 +36,7 @@ from rocketq.common.message import (
 )
 from rocketq.remoting.codes import ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
+from rocketq.remoting.errors import HeaderFieldError
 from rocketq.remoting.transport import RemotingConnection
 from rocketq.store.commit_log import PutMessageStatus
 
@@ -57,6 +58,8 @@ class EndTransactionProcessor:
         commit_log_offset = h.get_long("commitLogOffset")
         commit_or_rollback = h.get_int("commitOrRollback")
         from_check = h.get_bool("fromTransactionCheck", False)
+        if commit_or_rollback not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            raise HeaderFieldError("commitOrRollback", "commitOrRollback field wrong")  # the header's checkFields
         if ctl.broker_config.broker_role == "SLAVE":
             return make_response_for(request, ResponseCode.SLAVE_NOT_AVAILABLE)
         if commit_or_rollback not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):

@@ -335,12 +335,12 @@ class SendMessageProcessor:
         # delayed messages (the schedule rewrite) and half messages.
         msg = ctl.store.message_ext_of(topic, request.body or b"", header.flag, props, queue_id,
                                        born_host=born_host_of(conn), born_timestamp=header.born_timestamp,
-                                       sys_flag=sys_flag, keep_wait=transactional or delayed,
+                                       sys_flag=sys_flag, keep_wait=transactional or delayed, reput_wait=True,
                                        reconsume_times=reconsume_times, add_uniq_key=False)  # fmt: skip
         if transactional:
             msg = _half_message(msg)
         put = ctl.put_message_now(msg)
-        return self._answer(put, request, msg.queue_id if transactional else queue_id,
+        return self._answer(put, request, queue_id,  # the queue asked for (a half message is in queue 0)
                             msg.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))  # fmt: skip
 
     # --- batch ----------------------------------------------------------------------------------------

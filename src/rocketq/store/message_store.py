@@ -106,6 +106,7 @@ from rocketq.store.running_flags import NOT_WRITEABLE_BITS, RunningFlags
 from rocketq.store.services import StoreServices
 from rocketq.store.store_config import SYNC_FLUSH, MessageStoreConfig
 from rocketq.store.store_lock import StoreLock
+from rocketq.store.store_stats import PutGetTimes
 
 _log = logging.getLogger(__name__)
 
@@ -174,6 +175,13 @@ _PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 _PUT_OK = PutMessageStatus.PUT_OK
+_time = time.time
+
+
+def _ms_since(store_timestamp: int) -> int:
+    """Milliseconds from a put's store timestamp to now, as Java subtracts two ``currentTimeMillis``."""
+    return int(_time() * 1000.0 - store_timestamp)
+
 
 
 class GetMessageStatus(Enum):
@@ -527,6 +535,9 @@ class MessageStore:
         self._sync_flush = self.config.flush_disk_type == SYNC_FLUSH  # puts wait for the flush
         self._sync_master = self.config.broker_role == "SYNC_MASTER"  # puts wait for a slave (store/ha.py)
         self._slave = self.config.broker_role == "SLAVE"  # puts are refused: the master's log is copied in
+        self._waits = self._sync_flush or self._sync_master  # a put's time is taken once it settled
+        #: put and get times (StoreStatsService's putMessageEntireTimeMax, putMessageDistributeTime, ...)
+        self.put_get_times = PutGetTimes()
         self.services: StoreServices | None = None
         # Master/slave replication (store/ha.py), started by start_ha: the master's service, the slave's client.
         self.ha_service: HAService | None = None
@@ -1019,11 +1030,13 @@ class MessageStore:
 
     def runtime_info(self) -> dict[str, str]:
         """The figures of ``StoreStatsService.getRuntimeInfo`` and ``DefaultMessageStore`` that rocketq keeps, as
-        Java writes them (put latencies are not measured)."""
+        Java writes them."""
+        self.put_get_times.roll_if_due()
         times, size = self.commit_log.put_times_total, self.commit_log.put_size_total
         mfq = self.commit_log.mapped_file_queue
         pool = self.services.pool if self.services is not None else None
         info = {
+            **self.put_get_times.runtime_info(),
             "putMessageTimesTotal": str(times or 1),  # Java shows 1 for none
             "putMessageSizeTotal": str(size),
             "putMessageAverageSize": java_double_str(size / (times or 1)),
@@ -1097,16 +1110,23 @@ class MessageStore:
     def message_ext_of(self, topic: str, body: bytes, flag: int, props: dict[str, str], queue_id: int, *,
                        born_host: HostPort | None = None, born_timestamp: int | None = None, sys_flag: int = 0,
                        keep_wait: bool = False, reconsume_times: int = 0, add_uniq_key: bool = True,
-                       ) -> MessageExt:  # fmt: skip
+                       reput_wait: bool = False) -> MessageExt:  # fmt: skip
         """:meth:`to_message_ext` of a message's parts, taking *props* over (it is changed: the caller's own map,
         as a send's freshly parsed properties are, spares a copy). A broker storing a producer's send passes
-        ``add_uniq_key=False``: a 4.9.4 broker stores what the producer sent, with an id or without."""
+        ``add_uniq_key=False``: a 4.9.4 broker stores what the producer sent, with an id or without.
+
+        *reput_wait* (with *keep_wait*): as 4.9.4's send processor, which takes ``WAIT`` out of the map and puts it
+        back after ``CLUSTER``, so that a map encoded again later (a half message, a delayed one) has ``WAIT``
+        after the other keys of its ``HashMap`` bucket (``PGROUP`` and ``DELAY`` share it)."""
         wait = props.get(PROPERTY_WAIT_STORE_MSG_OK)
         if not keep_wait:
             props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
         if add_uniq_key and PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:  # an id is made only when wanted
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._uniq.next_id()
         props[PROPERTY_CLUSTER] = self.config.broker_cluster_name
+        if reput_wait and keep_wait and wait is not None:
+            del props[PROPERTY_WAIT_STORE_MSG_OK]
+            props[PROPERTY_WAIT_STORE_MSG_OK] = wait
         store_host = self.config.store_host
         msg = MessageExt(
             topic, body, flag, hashmap_ordered(props), queue_id, sys_flag,
@@ -1148,13 +1168,24 @@ class MessageStore:
 
     def _counted(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
         """*result* of the commit log, a failure counted (``putMessageFailedTimes``: not the refusals of the
-        checks before the commit log, as in Java), and whether the put waits (*wait*: ``isWaitStoreMsgOK``)."""
+        checks before the commit log, as in Java), and whether the put waits (*wait*: ``isWaitStoreMsgOK``); a
+        put that does not wait is timed now, one that waits once it settled (:meth:`_timed`)."""
         if result.status is not PutMessageStatus.PUT_OK:
             with self._failed_lock:  # puts come from the event loop and the delivery threads
                 self.put_failed_times += 1
-        elif not wait:
+            return result
+        if not wait:
             result.wait = False
             self._flush_soon(result)  # asked for once, here: the waits below only skip such a put
+        if not (wait and self._waits):
+            self.put_get_times.put_time(_ms_since(result.store_timestamp))
+        return result
+
+    def _timed(self, result: PutMessageResult) -> PutMessageResult:
+        """A put that waited for its flush or its slave, timed now that it settled (a put refused before it was
+        stored, or that did not wait, is not timed here)."""
+        if self._waits and result.wait and result.store_timestamp:
+            self.put_get_times.put_time(_ms_since(result.store_timestamp))
         return result
 
     def _append(self, msg: MessageExt | Message, queue_id: int | None = None) -> PutMessageResult:
@@ -1167,8 +1198,12 @@ class MessageStore:
         if bad is not None:
             return bad
         result = self.commit_log.put_message(msg)
-        if result.status is not _PUT_OK or not msg.wait_store_msg_ok:  # (the common put: two tests, no call)
+        if result.status is not _PUT_OK or not msg.wait_store_msg_ok or self._waits:
             self._counted(result, msg.wait_store_msg_ok)
+        elif _time() * 1000.0 - result.store_timestamp < 1.0:  # the common put, done, and timed: no call
+            self.put_get_times.zero += 1
+        else:
+            self.put_get_times.put_time(_ms_since(result.store_timestamp))
         return result
 
     def _append_batch(self, msgs: list[MessageExt | Message] | MessageExtBatch,
@@ -1224,7 +1259,7 @@ class MessageStore:
         result = self._append(msg, queue_id)
         if self._sync_flush:
             result = self._wait_flushed(result)
-        return self._wait_transferred(result) if self._sync_master else result
+        return self._timed(self._wait_transferred(result) if self._sync_master else result)
 
     def put_messages(self, msgs: list[MessageExt | Message] | MessageExtBatch,
                      queue_id: int | None = None) -> PutMessageResult:  # fmt: skip
@@ -1234,7 +1269,7 @@ class MessageStore:
         result = self._append_batch(msgs, queue_id)
         if self._sync_flush:
             result = self._wait_flushed(result)
-        return self._wait_transferred(result) if self._sync_master else result
+        return self._timed(self._wait_transferred(result) if self._sync_master else result)
 
     def put_message_async(self, msg: MessageExt | Message, queue_id: int | None = None) -> Future[PutMessageResult]:
         """:meth:`put_message` without blocking on the flush: a future of the result.
@@ -1261,7 +1296,7 @@ class MessageStore:
             _set_flush_status(result, await flushed)
         if self._sync_master and result.status is PutMessageStatus.PUT_OK and result.wait:
             result.status = await self._transferred(result)
-        return result
+        return self._timed(result)
 
     async def aput_messages(self, msgs: list[MessageExt | Message] | MessageExtBatch,
                             queue_id: int | None = None) -> PutMessageResult:  # fmt: skip
@@ -1301,7 +1336,7 @@ class MessageStore:
             _set_flush_status(result, await flushed)
         if self._sync_master and result.status is PutMessageStatus.PUT_OK and result.wait:
             result.status = await self._transferred(result)
-        return result
+        return self._timed(result)
 
     async def _transferred(self, result: PutMessageResult) -> PutMessageStatus:
         """A SYNC_MASTER put, stored: its status once a slave holds its records (asyncio)."""
@@ -1340,6 +1375,12 @@ class MessageStore:
     def _future_of(self, result: PutMessageResult) -> Future[PutMessageResult]:
         """:meth:`_wait_flushed` (and, on a SYNC_MASTER, :meth:`_wait_transferred`) as a
         ``concurrent.futures.Future`` that the group commit (and a slave's acknowledgement) completes."""
+        settled = self._settling(result)
+        if self._waits:
+            settled.add_done_callback(lambda f: self._timed(f.result()))
+        return settled
+
+    def _settling(self, result: PutMessageResult) -> Future[PutMessageResult]:
         fut: Future[PutMessageResult] = Future()
         gc = self._group_commit() if self._sync_flush and result.ok and result.wait else None
         if gc is None:
@@ -1440,7 +1481,17 @@ class MessageStore:
     # --- get -----------------------------------------------------------------------------
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
                     message_filter: MessageFilter | None = None) -> GetMessageResult:  # fmt: skip
-        """Read up to *max_count* records of a queue from *offset* (``getMessage``)."""
+        """Read up to *max_count* records of a queue from *offset* (``getMessage``), timed
+        (``getMessageEntireTimeMax``)."""
+        begin = _time()
+        try:
+            return self._get_message(group, topic, queue_id, offset, max_count, message_filter)
+        finally:
+            if _time() - begin >= 0.001:
+                self.put_get_times.get_time(int((_time() - begin) * 1000.0))
+
+    def _get_message(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
+                     message_filter: MessageFilter | None) -> GetMessageResult:  # fmt: skip
         # nextOffsetCorrection: where a read that found nothing there sends the reader next. A slave leaves the
         # offset as it was asked (unless offsetCheckInSlave): its master corrects offsets. A slave that joined
         # late has no queue for messages only older files held: the same rule (Java makes the queue, empty).
