@@ -49,7 +49,8 @@ def test_heartbeat_consumer_list_and_notify_push(tmp_path: Path) -> None:
                 pushed.clear()
                 r = await first.invoke(_list_request("CG"))
                 assert r.ext_fields == {} and json_compat.loads(r.body) == {"consumerIdList": ["10.0.0.1@1"]}
-                await second.invoke(heartbeat("10.0.0.2@2", "CG", {"T": "*", "%RETRY%CG": "*"}))
+                await second.invoke(heartbeat("10.0.0.2@2", "CG", {"T": "*", "%RETRY%CG": "*"},
+                                              producer_groups=("PG2",)))  # fmt: skip
                 await asyncio.wait_for(got_push.wait(), 2)
                 assert pushed[0].ext_fields == {"consumerGroup": "CG"} and pushed[0].is_oneway
                 ids = json_compat.loads((await first.invoke(_list_request("CG"))).body)["consumerIdList"]
@@ -73,6 +74,11 @@ def test_heartbeat_consumer_list_and_notify_push(tmp_path: Path) -> None:
                 await asyncio.wait_for(got_push.wait(), 2)
                 ids = json_compat.loads((await first.invoke(_list_request("CG"))).body)["consumerIdList"]
                 assert ids == ["10.0.0.1@1"]
+                # a producer group whose connections closed is kept, empty (4.9.4's doChannelCloseEvent)
+                producers = await first.invoke(create_request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                                              {"producerGroup": "PG2"}))  # fmt: skip
+                assert (producers.code, json_compat.loads(producers.body)) == (ResponseCode.SUCCESS,
+                                                                               {"connectionSet": []})  # fmt: skip
                 fields = {"clientID": "10.0.0.1@1", "consumerGroup": "CG", "producerGroup": ""}
                 unregister = create_request(RequestCode.UNREGISTER_CLIENT, fields)
                 r = await first.invoke(unregister)

@@ -211,7 +211,8 @@ def test_transaction_half_commit_and_rollback(tmp_path: Path) -> None:
                 assert r.code == ResponseCode.SUCCESS
                 results.append(r.ext_fields or {})
             # The half messages sit in RMQ_SYS_TRANS_HALF_TOPIC queue 0; nothing is visible in Tx yet.
-            assert [int(e["queueOffset"]) for e in results] == [0, 1] and results[0]["queueId"] == "1"  # the queue asked for
+            # (the answer names the queue asked for)
+            assert [int(e["queueOffset"]) for e in results] == [0, 1] and results[0]["queueId"] == "1"
             held = await client.invoke(pull_request("g", "Tx", 1, 0, suspend_ms=200))
             assert held.code == ResponseCode.PULL_NOT_FOUND
             for ext, action in zip(results, (8, 12), strict=True):

@@ -113,6 +113,12 @@ def test_sql92_is_refused_while_the_property_filter_is_off(tmp_path: Path) -> No
                                                  expression_type="SQL92"))  # fmt: skip
             assert r.code == ResponseCode.SYSTEM_ERROR
             assert r.remark == "The broker does not support consumer to filter message by SQL92"
+            # so is one that does not parse (4.9.4 checks the setting before it looks at the expression)
+            for expression, kind in (("a >", "SQL92"), ("x", "XPATH")):
+                r = await client.invoke(pull_request("g", "Q", 0, 0, sys_flag=SUB_FLAG, subscription=expression,
+                                                     expression_type=kind))  # fmt: skip
+                assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR,
+                                              f"The broker does not support consumer to filter message by {kind}")
 
     run(scenario())
 

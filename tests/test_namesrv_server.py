@@ -116,6 +116,35 @@ def test_broker_connection_loss_and_kv_and_errors(namesrv) -> None:  # type: ign
     run(scenario())
 
 
+def test_a_registration_body_that_does_not_decode_is_refused_without_a_traceback(
+        namesrv, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """As 4.9.4's "Failed to decode RegisterBrokerBody": SYSTEM_ERROR, nothing registered, one log line (a stray
+    client's bytes are not the server's fault), and the connection still served."""
+    header = {"brokerName": "b", "brokerAddr": "127.0.0.1:1", "clusterName": "C", "haServerAddr": "", "brokerId": 0}
+    bodies = [(b"notzlib", True), (b"not json", False), (b'{"topicConfigSerializeWrapper":1}', False),
+              (b'{"topicConfigTable":5}', False), (b'{"topicConfigTable":{"T":{"readQueueNums":"x"}}}', False),
+              (b'{"topicConfigTable":{"T":7}}', False), (b'{"dataVersion":3,"topicConfigTable":{}}', False)]
+
+    async def scenario() -> None:
+        ctl, client = await namesrv()
+        try:
+            for body, compressed in bodies:
+                r = await client.invoke(create_request(RequestCode.REGISTER_BROKER, {**header,
+                                                                                     "compressed": compressed}, body))
+                assert r.code == ResponseCode.SYSTEM_ERROR, body
+                assert (r.remark or "").startswith("Failed to decode RegisterBrokerBody"), (body, r.remark)
+            assert ctl.routes.broker_addr_table == {}
+            r = await client.invoke(create_request(RequestCode.GET_BROKER_CLUSTER_INFO), 5)
+            assert r.code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+            await ctl.stop()
+
+    run(scenario())
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    assert sum("Failed to decode RegisterBrokerBody" in r.getMessage() for r in caplog.records) == len(bodies)
+
+
 def test_rocketq_namesrv_command_serves_and_stops_on_sigterm(tmp_path: Path) -> None:
     import signal
     import subprocess

@@ -53,7 +53,7 @@ from rocketq.common.codec import decode_record
 from rocketq.common.errors import RocketqError
 from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import PROPERTY_REAL_TOPIC, PROPERTY_TRANSACTION_CHECK_TIMES, MessageExt
-from rocketq.common.message_id import decode_offset_message_id
+from rocketq.common.message_id import MessageIdError, decode_offset_message_id
 from rocketq.common.mixall import RMQ_SYS_TRANS_HALF_TOPIC, human_byte_count
 from rocketq.remoting.codes import CURRENT_VERSION, LanguageCode, MQVersion, RequestCode, ResponseCode, version_desc
 from rocketq.remoting.command import RemotingCommand, create_request, make_response_for
@@ -854,7 +854,7 @@ class AdminBrokerProcessor:
         body = request.body
         try:
             _host, offset = decode_offset_message_id(h.get_str("msgId"))
-        except (ValueError, KeyError) as exc:
+        except (ValueError, KeyError, MessageIdError) as exc:
             log.warning("consumeMessageDirectly: bad msgId: %s", exc)
         else:
             body = select_one_message_by_offset(ctl.store, offset) or body

@@ -2,7 +2,8 @@
 
 Group → {connection → :class:`ClientChannelInfo`}. The table answers GET_PRODUCER_CONNECTION_LIST and
 names a live connection of a producer group, which is where a transaction check would go. A channel is
-forgotten when its connection closes, on UNREGISTER_CLIENT, or 120 s after its last heartbeat.
+forgotten when its connection closes, on UNREGISTER_CLIENT, or 120 s after its last heartbeat; a group only on
+UNREGISTER_CLIENT of its last channel, as in 4.9.4.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ class ProducerManager:
             if channels.pop(conn, None) is not None:
                 log.info("NETTY EVENT: remove channel[%s] from ProducerManager groupChannelTable, producer group: %s",
                          conn.remote_address, group)  # fmt: skip
-            if not channels:
-                del self.group_channel_table[group]
+        # (a group left without channels stays, as in 4.9.4: producerConnection then lists no connection, where
+        # a group never seen "does not exist"; only UNREGISTER_CLIENT forgets it)
 
     def scan_not_active_channel(self, now: int | None = None) -> list[RemotingConnection]:
         now = now_ms() if now is None else now
@@ -57,8 +58,6 @@ class ProducerManager:
                     expired.append(conn)
                     log.warning("SCAN: remove expired channel[%s] from ProducerManager groupChannelTable, "
                                 "producer group name: %s", conn.remote_address, group)  # fmt: skip
-            if not channels:
-                del self.group_channel_table[group]
         return expired
 
     def get_available_channel(self, group: str) -> RemotingConnection | None:

@@ -168,7 +168,9 @@ class PullMessageProcessor:
         selector: Selector | None = None  # an SQL92 subscription's (None: nothing to evaluate)
         if has_subscription:
             sub = build_subscription_data(topic, subscription, expression_type, sub_version)
-            if not sub.is_tag_type:
+            # (with property filters off the check below answers first, as 4.9.4's; with them on, an expression
+            # that does not compile is refused: 4.9.4 then delivers every message unfiltered)
+            if not sub.is_tag_type and cfg.enable_property_filter:
                 try:
                     selector = compile_expression(expression_type, subscription)  # cached by expression
                 except SelectorError:

@@ -22,7 +22,7 @@ from rocketq.namesrv.kv_config_manager import ORDER_TOPIC_CONFIG, KVConfigManage
 from rocketq.namesrv.route_info_manager import DEFAULT_BROKER_TIMEOUT_MS, RouteInfoManager
 from rocketq.remoting.codes import RequestCode, ResponseCode
 from rocketq.remoting.command import RemotingCommand, make_response_for
-from rocketq.remoting.errors import HeaderFieldError
+from rocketq.remoting.errors import HeaderFieldError, RequestBodyError
 from rocketq.remoting.transport import RemotingConnection, RemotingServer
 from rocketq.store.config_json import write_config_file
 from rocketq.store.store_config import parse_properties
@@ -178,16 +178,11 @@ class DefaultRequestProcessor:
         wrapper: dict[str, Any] | None = {"dataVersion": {"counter": 0, "timestamp": 0}, "topicConfigTable": {}}
         filter_servers: list[str] | None = None
         if body:
-            if h.get_bool("compressed", False):
-                wrapper, filter_servers = _decode_compressed_register_body(body)
-            else:
-                decoded = _plain(json_compat.loads(body))
-                wrapper = None
-                if isinstance(decoded, dict):
-                    # Since version 37 the body is a RegisterBrokerBody; before, the bare wrapper.
-                    wrapper = decoded.get("topicConfigSerializeWrapper", decoded)
-                    servers = decoded.get("filterServerList")
-                    filter_servers = [str(s) for s in servers] if isinstance(servers, list) else None
+            try:
+                wrapper, filter_servers = _decode_register_body(body, h.get_bool("compressed", False))
+            except (ValueError, TypeError, AttributeError, KeyError, IndexError, zlib.error) as exc:
+                # (json_compat's and zlib's errors are ValueErrors; the others come of a JSON of another shape)
+                raise RequestBodyError(f"Failed to decode RegisterBrokerBody: {exc}") from exc
         result = self.routes.register_broker(
             h.get_str("clusterName"), h.get_str("brokerAddr"), h.get_str("brokerName"), h.get_long("brokerId"),
             h.get_str("haServerAddr", ""), wrapper, connection=conn,
@@ -297,6 +292,39 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "items"):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+def _decode_register_body(body: bytes, compressed: bool) -> tuple[dict[str, Any] | None, list[str] | None]:
+    """A REGISTER_BROKER body: its topic config wrapper, checked for the shape the route table reads, and its
+    filter server list (None: the body has none). Raises ValueError (or TypeError, ...) for a body of another
+    layout or shape."""
+    if compressed:
+        wrapper, filter_servers = _decode_compressed_register_body(body)
+    else:
+        decoded = _plain(json_compat.loads(body))
+        if not isinstance(decoded, dict):
+            return None, None  # (a JSON null or list: no table, as a Java broker's body never is)
+        # Since version 37 the body is a RegisterBrokerBody; before, the bare wrapper.
+        wrapper = decoded.get("topicConfigSerializeWrapper", decoded)
+        servers = decoded.get("filterServerList")
+        filter_servers = [str(s) for s in servers] if isinstance(servers, list) else None
+    if wrapper is None:
+        return None, filter_servers
+    if not isinstance(wrapper, dict):
+        raise ValueError("topicConfigSerializeWrapper is not an object")
+    version = wrapper.get("dataVersion")
+    table = wrapper.get("topicConfigTable") or {}
+    if version is not None and not isinstance(version, dict):
+        raise ValueError("dataVersion is not an object")
+    if not isinstance(table, dict):
+        raise ValueError("topicConfigTable is not an object")
+    for name, cfg in table.items():
+        if not isinstance(cfg, dict):
+            raise ValueError(f"the topic config of {name} is not an object")
+        for key in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "topicSynFlag"):
+            if key in cfg:
+                int(cfg[key])
+    return wrapper, filter_servers
 
 
 def _decode_compressed_register_body(body: bytes) -> tuple[dict[str, Any], list[str] | None]:

@@ -1,7 +1,7 @@
 """Exceptions of the remoting layer.
 
 Mirror the exceptions of RocketMQ's ``remoting/exception`` package:
-``RemotingCommandException`` (``FrameError``, ``HeaderFieldError``),
+``RemotingCommandException`` (``FrameError``, ``HeaderFieldError``, ``RequestBodyError``),
 ``RemotingTimeoutException`` (``RemotingTimeoutError``),
 ``RemotingConnectException`` / ``RemotingSendRequestException`` (``RemotingConnectError``).
 """
@@ -30,6 +30,15 @@ class FrameError(RemotingError, ValueError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.decoded: list[RemotingCommand] = []
+
+
+class RequestBodyError(RemotingError, ValueError):
+    """A request's body that cannot be used (not the JSON, zlib or layout its code calls for).
+
+    A server answers it with SYSTEM_ERROR and ``str(exc)`` as the remark, as a Java processor answers the
+    ``RemotingCommandException`` of a body it fails to decode, and logs one line: a stray or broken client is
+    not a fault of the server's.
+    """
 
 
 class HeaderFieldError(RemotingError, ValueError):

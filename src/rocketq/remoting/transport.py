@@ -51,6 +51,7 @@ from rocketq.remoting.errors import (
     RemotingConnectError,
     RemotingError,
     RemotingTimeoutError,
+    RequestBodyError,
 )
 
 __all__ = [
@@ -386,6 +387,10 @@ class RemotingConnection(asyncio.Protocol):
 
     def _failure_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         if isinstance(exc, HeaderFieldError):
+            return make_response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if isinstance(exc, RequestBodyError):
+            log.warning("%s: %s from %s refused: %s", self.role, request_code_name(request.code), self.remote_address,
+                        exc)  # fmt: skip
             return make_response_for(request, ResponseCode.SYSTEM_ERROR, str(exc))
         log.exception(
             "%s: processing %s from %s failed",
