@@ -96,6 +96,8 @@ def compare(exchange: Exchange, ours: RemotingCommand) -> list[str]:
         return problems
     if t.remark is not None and t.remark != o.remark:
         problems.append(f"{name}: remark {o.remark!r} != {t.remark!r}")
+    if t.serialize_type != o.serialize_type:  # an answer comes in its request's type, but the messages Java writes
+        problems.append(f"{name}: serialize type {o.serialize_type.name} != {t.serialize_type.name}")
     t_ext, o_ext = t.ext_fields or {}, o.ext_fields or {}
     if set(o_ext) - EXTRA_KEYS != set(t_ext):
         problems.append(f"{name}: extFields keys {sorted(o_ext)} != {sorted(t_ext)}")

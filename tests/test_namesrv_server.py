@@ -11,7 +11,7 @@ import pytest
 from conftest import GOLDEN
 from rocketq.common import json_compat
 from rocketq.namesrv.namesrv_controller import NamesrvController
-from rocketq.remoting.codes import RequestCode, ResponseCode
+from rocketq.remoting.codes import RequestCode, ResponseCode, SerializeType
 from rocketq.remoting.command import RemotingCommand, create_request
 from rocketq.remoting.transport import RemotingClient
 
@@ -64,6 +64,7 @@ def test_golden_registration_gives_the_captured_answers(namesrv) -> None:  # typ
             # The binary-header variant of the same questions.
             route2 = await client.invoke(frame("026-rocketmq-GET_ROUTEINFO_BY_TOPIC-ok-request.bin"), 5)
             assert route2.body == frame("026-rocketmq-GET_ROUTEINFO_BY_TOPIC-ok-response.bin").body
+            assert route2.serialize_type is SerializeType.ROCKETMQ  # answered in the request's type, as 4.9.4
             missing = await client.invoke(frame("010-json-GET_ROUTEINFO_BY_TOPIC-TOPIC_NOT_EXIST-request.bin"), 5)
             want_missing = frame("010-json-GET_ROUTEINFO_BY_TOPIC-TOPIC_NOT_EXIST-response.bin")
             assert (missing.code, missing.remark) == (want_missing.code, want_missing.remark)

@@ -74,25 +74,33 @@ def test_request_response_and_port_zero() -> None:
     run(with_server(scenario))
 
 
-def test_rocketmq_request_gets_a_json_reply() -> None:
+def test_a_reply_comes_in_its_request_s_serialize_type_and_an_error_in_json() -> None:
+    """As 4.9.4's ``processRequestCommand``: a processor's answer takes its request's type (a Java client sending
+    ROCKETMQ headers reads ROCKETMQ back; the C++ and Node.js clients, which read JSON only, send JSON); what the
+    transport answers itself (an unknown code, a processor that failed) is JSON."""
     async def scenario(server: RemotingServer, client: RemotingClient) -> None:
         seen: list[SerializeType] = []
 
         def processor(conn: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
             seen.append(request.serialize_type)
-            response = make_response_for(request, ext_fields={"offset": 5})
-            response.serialize_type = SerializeType.ROCKETMQ  # the server still writes JSON
-            return response
+            if request.header.get_int("queueId") < 0:
+                raise HeaderFieldError("queueId", "bad queue")
+            return make_response_for(request, ext_fields={"offset": 5})
 
         server.register_processor(RequestCode.QUERY_CONSUMER_OFFSET, processor)
         binary = RemotingClient(server.address, serialize_type=SerializeType.ROCKETMQ)
         try:
             response = await binary.invoke(create_request(RequestCode.QUERY_CONSUMER_OFFSET, {"queueId": 0}))
+            failed = await binary.invoke(create_request(RequestCode.QUERY_CONSUMER_OFFSET, {"queueId": -1}))
+            unknown = await binary.invoke(create_request(999))
         finally:
             await binary.close()
-        assert seen == [SerializeType.ROCKETMQ]
-        assert response.serialize_type == SerializeType.JSON
-        assert response.header.get_long("offset") == 5
+        assert seen == [SerializeType.ROCKETMQ, SerializeType.ROCKETMQ]
+        assert response.serialize_type == SerializeType.ROCKETMQ and response.header.get_long("offset") == 5
+        assert (failed.code, failed.serialize_type) == (ResponseCode.SYSTEM_ERROR, SerializeType.JSON)
+        assert (unknown.code, unknown.serialize_type) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, SerializeType.JSON)
+        plain = await client.invoke(create_request(RequestCode.QUERY_CONSUMER_OFFSET, {"queueId": 0}))
+        assert plain.serialize_type == SerializeType.JSON and plain.header.get_long("offset") == 5
 
     run(with_server(scenario))
 

@@ -187,6 +187,7 @@ class BrokerController:
             t.register(code, self.pull_message_processor.process_request)
         for code in (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID):
             t.register(code, self.query_message_processor.process_request)
+            t.json_answers.add(code)
         for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG):
             t.register(code, self.client_manage_processor.process_request)
         for code in (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.UPDATE_CONSUMER_OFFSET,

@@ -528,8 +528,8 @@ def create_response(
     version: int = CURRENT_VERSION,
     unescaped: bool = False,
 ) -> RemotingCommand:
-    """A response (flag bit 0 set), JSON-encoded as every reply of a rocketq server is; *unescaped*: an
-    :class:`UnescapedCommand` (the caller vouches that its fields are plain text)."""
+    """A response (flag bit 0 set), JSON-encoded (a server's transport answers a ROCKETMQ-encoded request in that
+    type); *unescaped*: an :class:`UnescapedCommand` (the caller vouches that its fields are plain text)."""
     return (UnescapedCommand if unescaped else RemotingCommand)(
         code=int(code),
         version=version,

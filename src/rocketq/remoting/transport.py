@@ -21,6 +21,9 @@ What a peer relies on, and how it is done here:
 - A code with no processor (and no default processor) gets REQUEST_CODE_NOT_SUPPORTED with Java's
   remark; a processor that raises gets SYSTEM_ERROR with a short description (``HeaderFieldError``
   gives the "the custom field <x> is null" text).
+- A processor's answer goes out in its request's serialize type, as 4.9.4's (the captures show it; the C++ and
+  Node.js clients, which read JSON only, send JSON); what the transport answers itself is JSON, and so are the
+  server's own calls.
 - A frame that does not decode closes that connection only, with a log line.
 - The connection is symmetric: a server pushes requests to a client (``RemotingConnection.invoke`` /
   ``invoke_oneway``), and a client answers them through its own registered processors.
@@ -53,6 +56,8 @@ from rocketq.remoting.errors import (
     RemotingTimeoutError,
     RequestBodyError,
 )
+
+_SERIALIZE_JSON = SerializeType.JSON
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -127,6 +132,10 @@ class ProcessorTable:
         self._processors: dict[int, RequestProcessor] = {}
         self.default: RequestProcessor | None = None
         self.rpc_hooks: list[RpcHook] = []
+        #: Codes whose SUCCESS answers are JSON whatever the request's serialize type: those Java's processors
+        #: write themselves with the messages found (QUERY_MESSAGE, VIEW_MESSAGE_BY_ID), not through the callback
+        #: that gives an answer its request's type.
+        self.json_answers: set[int] = set()
 
     def register(self, code: int, processor: RequestProcessor) -> None:
         self._processors[int(code)] = processor
@@ -340,7 +349,7 @@ class RemotingConnection(asyncio.Protocol):
             except Exception as exc:
                 remark = getattr(exc, "remark", None) or _describe(exc)
                 log.debug("%s: request %d from %s refused: %s", self.role, request.code, self.remote_address, remark)
-                self._respond(request, make_response_for(request, ResponseCode.SYSTEM_ERROR, remark))
+                self._respond(request, make_response_for(request, ResponseCode.SYSTEM_ERROR, remark), False)
                 return
         processor = table.lookup(request.code)
         if processor is None:
@@ -350,6 +359,7 @@ class RemotingConnection(asyncio.Protocol):
                 make_response_for(
                     request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
                 ),
+                False,
             )
             return
         try:
@@ -370,7 +380,8 @@ class RemotingConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             return
         except Exception as exc:
-            result = self._failure_response(request, exc)
+            self._respond(request, self._failure_response(request, exc), False)
+            return
         self._respond(request, result)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -382,7 +393,8 @@ class RemotingConnection(asyncio.Protocol):
         try:
             response = await pending
         except Exception as exc:
-            response = self._failure_response(request, exc)
+            self._respond(request, self._failure_response(request, exc), False)
+            return
         self._respond(request, response)
 
     def _failure_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
@@ -401,13 +413,18 @@ class RemotingConnection(asyncio.Protocol):
         )
         return make_response_for(request, ResponseCode.SYSTEM_ERROR, _describe(exc))
 
-    def _respond(self, request: RemotingCommand, response: object) -> None:
+    def _respond(self, request: RemotingCommand, response: object, answered: bool = True) -> None:
+        """Send *response* to *request*; *answered*: a processor's answer, in the request's serialize type as
+        Java's ``processRequestCommand`` callback writes it (an error of the transport's own stays JSON)."""
         if response is None or request.flag & FLAG_ONEWAY:  # is_oneway, inline: once per request
             return
         if not isinstance(response, RemotingCommand):
             log.error("%s: processor of %s returned %r, not a command", self.role,
                       request_code_name(request.code), response)  # fmt: skip
             response = make_response_for(request, ResponseCode.SYSTEM_ERROR, "processor returned no command")
+        elif request.serialize_type is not _SERIALIZE_JSON and answered and (
+                request.code not in self._processors.json_answers or response.code != ResponseCode.SUCCESS):
+            response.serialize_type = request.serialize_type
         response.opaque = request.opaque
         response.flag |= FLAG_RESPONSE
         try:
@@ -666,7 +683,7 @@ class RemotingServer:
         return RemotingConnection(
             processors=self.processors,
             max_frame_length=self.max_frame_length,
-            serialize_type=SerializeType.JSON,
+            serialize_type=None,  # each frame its own: an answer its request's (see _respond), a call JSON
             close_listeners=self._close_listeners,
             role=self.name,
             on_made=self._on_connect,
