@@ -432,7 +432,7 @@ class RemotingCommand:
             header = self._json_header()
             word = size = len(header)  # type 0 in the top byte
         else:
-            st = SerializeType(st)
+            st = st if st is _SERIALIZE_ROCKETMQ else SerializeType(st)
             header = encode_rocketmq_header(self) if st is _SERIALIZE_ROCKETMQ else self._json_header()
             size = len(header)
             word = (int(st) << 24) | size
@@ -882,32 +882,43 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
 # --------------------------------------------------------------------------------------------------
 
 
+#: An extFields key as the binary header writes it (length and bytes), by key: a server writes few keys (bounded).
+_ext_key_heads: dict[object, bytes] = {}
+
+
+def _ext_key_head(key: object) -> bytes:
+    k = encode_utf8_java(str(key))
+    if len(k) > 0x7FFF:
+        raise FrameError(f"extFields key of {len(k)} bytes does not fit a short length")
+    head = _I16.pack(len(k)) + k
+    if len(_ext_key_heads) < 4096:
+        _ext_key_heads[key] = head
+    return head
+
+
 def encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
     """The binary header of ``cmd``; code and version are cast to 16 bits as Java casts them."""
-    parts = [
-        _ROCKETMQ_FIXED.pack(
-            _int16(cmd.code),
-            LanguageCode.parse(cmd.language).value,
-            _int16(cmd.version),
-            _int32(cmd.opaque),
-            _int32(cmd.flag),
-        )
-    ]
-    remark = encode_utf8_java(cmd.remark) if cmd.remark else b""
-    parts += [_I32.pack(len(remark)), remark]
-    entries: list[bytes] = []
+    language = cmd.language
+    lang = language.value if type(language) is LanguageCode else LanguageCode.parse(language).value
+    remark = cmd.remark
+    rb = (remark.encode() if remark.isascii() else encode_utf8_java(remark)) if remark else b""
+    ext: list[bytes] = []
     for key, value in (cmd.ext_fields or {}).items():
-        text = ext_value(value)
+        text = value if type(value) is str else ext_value(value)
         if text is None:
             continue
-        k = encode_utf8_java(str(key))
-        v = encode_utf8_java(text)
-        if len(k) > 0x7FFF:
-            raise FrameError(f"extFields key of {len(k)} bytes does not fit a short length")
-        entries += [_I16.pack(len(k)), k, _I32.pack(len(v)), v]
-    ext = b"".join(entries)
-    parts += [_I32.pack(len(ext)), ext]
-    return b"".join(parts)
+        head = _ext_key_heads.get(key)
+        if head is None:
+            head = _ext_key_head(key)
+        v = text.encode() if text.isascii() else encode_utf8_java(text)
+        ext += (head, _I32.pack(len(v)), v)
+    ext_bytes = b"".join(ext)
+    code, version, opaque, flag = cmd.code, cmd.version, cmd.opaque, cmd.flag
+    if not (-0x8000 <= code < 0x8000 and -0x8000 <= version < 0x8000 and -0x80000000 <= opaque < 0x80000000
+            and -0x80000000 <= flag < 0x80000000):  # (the usual command: in range, no casts)
+        code, version, opaque, flag = _int16(code), _int16(version), _int32(opaque), _int32(flag)
+    return b"".join((_ROCKETMQ_FIXED.pack(code, lang, version, opaque, flag),
+                     _I32.pack(len(rb)), rb, _I32.pack(len(ext_bytes)), ext_bytes))  # fmt: skip
 
 
 def decode_rocketmq_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
