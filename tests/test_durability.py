@@ -438,6 +438,30 @@ def test_an_eight_byte_blank_at_the_end_of_a_file_is_read_over(tmp_path: Path, a
         assert store.get_max_offset_in_queue("Fit", 0) == 3
 
 
+@pytest.mark.parametrize("abort", [False, True], ids=["normal", "abnormal"])
+def test_a_log_whose_last_file_ends_in_a_blank_ends_at_the_blank(tmp_path: Path, abort: bool) -> None:
+    """The last file ends in a BLANK and no file follows (its successor was lost, or never written): the log ends
+    at the BLANK, as 4.9.4's recovery ends it, so a message that fits before the file's end goes there (4.9.4's
+    offset, and offset message id) and a bigger one writes a BLANK there again and starts the next file."""
+    with MessageStore(small_config(tmp_path / "s")) as store:
+        first = store.put_message(Message("Fit", bytes(100), 0, {}), 0)
+        big = store.put_message(Message("Fit", bytes(64 * 1024 - 2 * first.wrote_bytes - 200), 0, {}), 0)
+        blank_at = big.wrote_offset + big.wrote_bytes
+        after = store.put_message(Message("Fit", bytes(500), 0, {}), 0)  # does not fit: a BLANK, the next file
+        assert after.wrote_offset == 64 * 1024
+    (tmp_path / "s" / "commitlog" / f"{64 * 1024:020d}").unlink()
+    shutil.rmtree(tmp_path / "s" / "consumequeue")
+    if abort:
+        (tmp_path / "s" / "abort").touch()
+    with MessageStore(small_config(tmp_path / "s")) as store:
+        assert store.get_max_phy_offset() == blank_at
+        small = store.put_message(Message("Fit", bytes(100), 0, {}), 0)
+        assert (small.wrote_offset, small.logics_offset) == (blank_at, 2)
+        again = store.put_message(Message("Fit", bytes(500), 0, {}), 0)
+        assert again.wrote_offset == 64 * 1024
+        assert store.wait_dispatched() and store.get_max_offset_in_queue("Fit", 0) == 4
+
+
 def test_files_left_empty_by_a_crash_are_dropped(tmp_path: Path) -> None:
     """A crash between creating a file and sizing it leaves 0 bytes: commit log, consume queue, index."""
     results = _fill(tmp_path / "s", n=60)

@@ -155,9 +155,8 @@ def scan_commit_log(cl: CommitLog, index: int, check_crc: bool, dispatch: Recove
                 reason = f"no BLANK record at the end of file {mf.path.name}"
             break
         index += 1
-        if index >= len(files):
-            pos = file_size
-            reason = "end of the last file"
+        if index >= len(files):  # the log ends at the last file's BLANK, as 4.9.4's recovery ends it: the next
+            reason = "BLANK at the end of the last file"  # append goes there, if it fits before the file's end
             break
         mf = files[index]
         base = mf.file_from_offset
