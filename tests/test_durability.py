@@ -52,7 +52,7 @@ from conftest import copy_store, load_json
 from durability_writer import QUEUES, TOPIC, store_config
 from rocketq.cli.main import main as cli_main
 from rocketq.common.codec import decode_record
-from rocketq.common.errors import CorruptRecordError
+from rocketq.common.errors import CorruptRecordError, StoreError
 from rocketq.common.message import Message
 from rocketq.store import mapped_file
 from rocketq.store.allocate_mapped_file_service import AllocateMappedFileService
@@ -462,6 +462,51 @@ def test_a_log_whose_last_file_ends_in_a_blank_ends_at_the_blank(tmp_path: Path,
         assert store.wait_dispatched() and store.get_max_offset_in_queue("Fit", 0) == 4
 
 
+def test_a_commit_log_file_missing_behind_the_consume_queues_is_named_not_waited_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """Consume queues to rebuild and a commit-log file gone from the middle: dispatch cannot get past the gap
+    (4.9.4's start waits for it for ever); the store refuses to start and says which file is missing, at once."""
+    results = _fill(tmp_path / "s", n=300)
+    root = tmp_path / "s"
+    files = sorted((root / "commitlog").iterdir())
+    assert len(files) >= 3
+    files[1].unlink()
+    shutil.rmtree(root / "consumequeue")
+    t0 = time.monotonic()
+    with pytest.raises(StoreError, match=f"file {files[1].name} is missing"):
+        MessageStore.open(config=small_config(root))
+    assert time.monotonic() - t0 < 30
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=600\nmaxHashSlotNum=100\n"
+                    "maxIndexNum=400\n")  # fmt: skip
+    code = cli_main(["store", "recover", str(root), "-c", str(conf)])
+    err = capsys.readouterr().err
+    assert code == 1 and files[1].name in err and "Traceback" not in err
+    assert results  # (the store is left as it was: the files after the gap are the user's to move)
+    assert files[2].exists()
+
+
+def test_recover_refuses_a_commit_log_with_no_files_while_the_queues_hold_units(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """storePathCommitLog pointing at an empty directory (its disk not mounted): recovery would delete every
+    consume queue, as RocketMQ's does. ``store recover`` refuses and says why; with --force it goes on and its
+    report says what it deleted."""
+    _fill(tmp_path / "s", n=60)
+    root = tmp_path / "s"
+    (tmp_path / "elsewhere").mkdir()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=600\nmaxHashSlotNum=100\n"
+                    f"maxIndexNum=400\nstorePathCommitLog={tmp_path / 'elsewhere'}\n")  # fmt: skip
+    before = sorted(p.name for p in (root / "consumequeue").rglob("*") if p.is_file())
+    assert cli_main(["store", "recover", str(root), "-c", str(conf)]) == 1
+    err = capsys.readouterr().err
+    assert "holds no commit-log file" in err and "60 units" in err and "--force" in err
+    assert sorted(p.name for p in (root / "consumequeue").rglob("*") if p.is_file()) == before
+    assert cli_main(["store", "recover", str(root), "-c", str(conf), "--force"]) == 0
+    out = capsys.readouterr().out
+    assert "all 3 deleted (60 units): the commit log has no files" in out
+
+
 def test_files_left_empty_by_a_crash_are_dropped(tmp_path: Path) -> None:
     """A crash between creating a file and sizing it leaves 0 bytes: commit log, consume queue, index."""
     results = _fill(tmp_path / "s", n=60)
@@ -471,9 +516,11 @@ def test_files_left_empty_by_a_crash_are_dropped(tmp_path: Path) -> None:
     (last_cq.parent / f"{int(last_cq.name) + 600:020d}").touch()
     (root / "index" / "99991231235959999").touch()
     (root / "abort").touch()
+    empty_log = root / "commitlog" / f"{(results[-1].wrote_offset // (64 * 1024) + 2) * 64 * 1024:020d}"
     with MessageStore(small_config(root)) as store:
         _consistent(store, 60)
-    assert not (root / "index" / "99991231235959999").exists()
+        assert store.recovery_report.commit_log_files_deleted == [empty_log.name]  # said (4.9.4 refuses it)
+    assert not (root / "index" / "99991231235959999").exists() and not empty_log.exists()
 
 
 @pytest.mark.parametrize("preallocate", [False, True])

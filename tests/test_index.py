@@ -285,11 +285,18 @@ def test_load_after_clean_exit_keeps_everything(tmp_path: Path) -> None:
 
 
 def test_load_read_only_after_abnormal_exit_deletes_nothing(tmp_path: Path) -> None:
+    """A read-only service keeps the files a writable one would destroy (and build again): it reads them."""
     index_dir = copy_index("crashed", tmp_path)
     service = IndexService(tmp_path, SLOTS, ENTRIES, read_only=True)
     assert service.load(False, 0)
-    assert service.files == []
+    assert len(service.files) == 2
+    service.close()
     assert len(list(index_dir.iterdir())) == 2
+    writable = IndexService(tmp_path, SLOTS, ENTRIES)
+    assert writable.load(False, 0)
+    assert writable.files == []
+    writable.close()
+    assert list(index_dir.iterdir()) == []
 
 
 def test_load_rejects_wrong_slot_configuration(tmp_path: Path) -> None:

@@ -382,7 +382,8 @@ def inspect_store(store: ReadOnlyStore, settings: StoreSettings) -> dict[str, An
             )
         )
         entry = {"name": p.name, "size": p.stat().st_size, **entry, "loaded": f is not None}
-        if f is None:
+        cp_index = store.checkpoint.index_msg_timestamp if store.checkpoint is not None else 0
+        if not store.last_exit_ok and entry["endTimestamp"] > cp_index:
             entry["note"] = "ends after the checkpoint's indexMsgTimestamp: a broker would rebuild it"
         index_entries.append(entry)
     cp = store.checkpoint
@@ -1320,11 +1321,16 @@ def _recover_text(info: dict[str, Any]) -> list[str]:
     lines.append(f"  truncated      {'; '.join(cut) if cut else 'nothing'}")
     if mode == "abnormal":
         lines.append(f"  re-dispatched  {info['recordsRedispatched']} records whose unit or index keys were missing")
-    lines.append(
-        f"consume queues   {info['consumeQueueUnitsTruncated']} units pointing past the end truncated, "
-        f"{info['consumeQueueUnitsRebuilt']} units rebuilt"
-        + (f" ({info['consumeQueuesRebuilt']} queues rebuilt from nothing)" if info["consumeQueuesRebuilt"] else "")
-    )
+    deleted, cut_units = info["consumeQueuesDeleted"], info["consumeQueueUnitsTruncated"]
+    if deleted:
+        lines.append(f"consume queues   all {deleted} deleted ({cut_units} units): the commit log has no files")
+    else:
+        rebuilt = info["consumeQueuesRebuilt"]
+        lines.append(
+            f"consume queues   {cut_units} units pointing past the end truncated, "
+            f"{info['consumeQueueUnitsRebuilt']} units rebuilt"
+            + (f" ({rebuilt} queues rebuilt from nothing)" if rebuilt else "")
+        )
     lines.append(
         f"index            {info['indexFilesDropped']} files newer than the checkpoint dropped, "
         f"{info['indexKeysRebuilt']} keys rebuilt"
@@ -1334,11 +1340,32 @@ def _recover_text(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _refuse_an_empty_commit_log(cfg: MessageStoreConfig) -> None:
+    """Recovery of a commit log with no files deletes every consume queue, as RocketMQ's does. Where the queues
+    hold units, the log's files are more likely somewhere else (a disk not mounted, a storePathCommitLog that
+    is not the broker's) than gone: say so, and go on only when told (--force)."""
+    log_dir = cfg.commit_log_path
+    if log_dir.is_dir() and any(p.name.isdigit() and p.is_file() and p.stat().st_size for p in log_dir.iterdir()):
+        return
+    cq_dir = cfg.consume_queue_path
+    units = 0
+    for f in cq_dir.glob("*/*/*") if cq_dir.is_dir() else ():
+        if f.is_file() and f.name.isdigit():
+            data = np.fromfile(f, dtype=np.uint8)
+            units += int(data[: len(data) // 20 * 20].reshape(-1, 20).any(axis=1).sum())  # units written
+    if units:
+        raise CommandError(f"{log_dir} holds no commit-log file, but the consume queues in {cq_dir} hold {units} "
+                           "units: is the commit log elsewhere (its disk not mounted, another storePathCommitLog)? "
+                           "Recovery would delete every consume queue, as RocketMQ does; give --force to let it")
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     store_dir = store_directory(args.dir)
     if not (store_dir / "commitlog").exists() and not (store_dir / "consumequeue").exists():
         raise StoreError(f"{store_dir}: not a RocketMQ store (no commitlog or consumequeue)")
     settings = store_settings(store_dir, args.conf)
+    if not args.force:
+        _refuse_an_empty_commit_log(settings.config)
     info = recover_store(store_dir, settings, not args.quiet and sys.stderr.isatty())
     if args.json:
         sys.stdout.write(json.dumps(info, indent=1) + "\n")
@@ -1409,7 +1436,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "Open DIR as a broker does at start-up (it must not be in use): normal recovery after a clean\n"
         "shutdown, abnormal recovery when the abort file is there. The commit log is scanned with CRC\n"
         "checks and cut at the last valid record, consume-queue units pointing past it are truncated,\n"
-        "missing units and index keys are rebuilt by dispatching again, then the store is closed cleanly.\n"
+        "and dispatch builds the units and index keys of the records after the consume queues' end (after\n"
+        "an abnormal exit also those the scan dispatches again); then the store is closed cleanly. A queue\n"
+        "or index file deleted from the middle is not rebuilt here (as at a broker's start): 'rocketq spark\n"
+        "rebuild' rebuilds them all. A commit log with no files while the queues hold units is refused\n"
+        "(see --force).\n"
         "Reports where the scan began and why it stopped, and what was cut off and rebuilt.\n"
         "This writes to DIR; use inspect or verify to look without changing anything.",
         "example:\n  rocketq store recover ~/store\n  rocketq store recover ~/store -c broker.conf --json",
@@ -1477,6 +1508,9 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.set_defaults(func=cmd_verify)
     p = parsers["recover"]
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--force", action="store_true",
+                   help="recover even a commit log with no files while consume queues hold units (they are then "
+                        "all deleted, as RocketMQ deletes them)")  # fmt: skip
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_recover)
 

@@ -916,7 +916,7 @@ class CommitLog:
     def _truncate_to(self, offset: int, report: RecoveryReport | None = None) -> None:
         mfq = self.mapped_file_queue
         if report is not None:
-            report.commit_log_files_deleted = [mf.path.name for mf in mfq.files if mf.file_from_offset > offset]
+            report.commit_log_files_deleted += [mf.path.name for mf in mfq.files if mf.file_from_offset > offset]
         mfq.set_flushed_and_committed(offset)
         mfq.truncate_dirty_files(offset)
         last = mfq.last()

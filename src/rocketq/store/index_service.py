@@ -125,7 +125,7 @@ class IndexService:
         """Open the index files in name order (§11.1).
 
         After an abnormal exit a file whose endTimestamp > *index_msg_timestamp*
-        is destroyed (a read-only service only leaves it out). A file whose name
+        is destroyed, to be built again (a read-only service reads it as it is). A file whose name
         is not a number is skipped, as Java does; a file of the wrong size
         raises :class:`StoreError`, since the configured slot and entry counts
         must be those the store was written with.
@@ -155,14 +155,13 @@ class IndexService:
                     f"maxIndexNum={self.index_num} are {size} bytes (were these settings changed?)"
                 )
             f = IndexFile(p, self.hash_slot_num, self.index_num, read_only=self.read_only)
-            if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
+            if not last_exit_ok and f.end_timestamp > index_msg_timestamp and not self.read_only:
                 log.info("index file %s ends after the checkpoint (%d > %d): dropped",
                          p.name, f.end_timestamp, index_msg_timestamp)  # fmt: skip
-                if self.read_only:
-                    f.close()
-                else:
-                    f.destroy()
+                f.destroy()
                 continue
+            # (a read-only service, which cannot build the file again, reads it as it is: the newest messages of
+            # a store left by a crash are in it, and a query checks each message it finds against its key)
             loaded.append(f)
         with self._files_lock:
             self.files = loaded

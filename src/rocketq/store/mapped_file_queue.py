@@ -45,6 +45,7 @@ class MappedFileQueue:
         # Optional hook that hands over a ready (pre-created, pre-touched) file, or None when it cannot.
         self.allocator: Callable[[Path, int, int], MappedFile | None] | None = None
         self.retired: list[tuple[float, MappedFile]] = []  # deleted files whose mappings close later
+        self.dropped_at_load: list[str] = []  # an empty last file that load deleted (its name)
 
     # --- loading ------------------------------------------------------------
     def load(self) -> bool:
@@ -57,9 +58,10 @@ class MappedFileQueue:
                 raise StoreError(f"{p}: unexpected file in a mapped-file directory")
             size = p.stat().st_size
             if size == 0 and p == names[-1]:
-                # An allocated-but-never-mapped last file (RocketMQ 5.x deletes it too).
+                # An allocated-but-never-mapped last file (RocketMQ 5.x deletes it too; 4.9.4 refuses to load).
                 if not self.read_only:
                     p.unlink()
+                    self.dropped_at_load.append(p.name)
                 continue
             if size != self.mapped_file_size:
                 # As RocketMQ's load refuses it ("length not matched message store config value"). Which is wrong,

@@ -263,6 +263,8 @@ class ReputMessageService:
         # A dispatch that must not wait on the disk stopped at a unit whose consume-queue file is not made yet: the
         # thread makes such files before it takes the lock (dispatch_now).
         self._files_wanted = False
+        #: (start, end) of commit-log data that is gone (a file missing between two others), where dispatch stopped
+        self.missing: tuple[int, int] | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
@@ -442,6 +444,12 @@ class ReputMessageService:
             return None
         found = store.commit_log.get_data(offset)
         if found is None:
+            files = store.commit_log.mapped_file_queue.files
+            later = [f.file_from_offset for f in files if f.file_from_offset > offset]
+            if later and self.missing is None:  # a file gone from the middle of the log: never readable
+                self.missing = (offset, later[0])
+                _log.error("dispatch cannot go on: the commit log has no file for offsets %d to %d", offset,
+                           later[0])  # fmt: skip
             return None
         mf, _pos = found
         end = mf.file_from_offset + mf.read_position()
@@ -456,7 +464,7 @@ class ReputMessageService:
         with self._caught_up:
             while self.behind() > 0:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or self.missing is not None:
                     return False
                 self._wake.set()
                 self._caught_up.wait(min(left, 0.05))
@@ -619,6 +627,7 @@ class MessageStore:
 
     def _recover(self) -> None:
         report = self.recovery_report
+        report.commit_log_files_deleted += self.commit_log.mapped_file_queue.dropped_at_load
         started = time.perf_counter()
         max_phy_of_cq = -1
         for cq in self.consume_queues():
@@ -709,11 +718,19 @@ class MessageStore:
             self.recovery_report.consume_queue_units_truncated += max(0, before - cq.get_max_offset_in_queue())
 
     def _destroy_logics(self) -> None:
+        """``destroyLogics``: the commit log has no files, so no consume queue can point anywhere: all go."""
         if self.read_only:
             return
-        for cq in self.consume_queues():
+        queues = list(self.consume_queues())
+        units = sum(max(0, cq.get_max_offset_in_queue() - cq.get_min_offset_in_queue()) for cq in queues)
+        if queues:
+            _log.warning("the commit log at %s has no files: deleting every consume queue (%d queues, %d units)",
+                         self.config.commit_log_path, len(queues), units)  # fmt: skip
+        for cq in queues:
             cq.destroy()
         self.consume_queue_table.clear()
+        self.recovery_report.consume_queues_deleted += len(queues)
+        self.recovery_report.consume_queue_units_truncated += units
 
     def _recover_topic_queue_table(self) -> None:
         table: dict[str, int] = {}
@@ -734,6 +751,15 @@ class MessageStore:
         self.reput = ReputMessageService(self, reput_from)
         self.reput.start()
         self.wait_dispatched(3600.0)
+        missing = self.reput.missing
+        if missing is not None:  # (4.9.4's start waits for its dispatch for ever there)
+            self.close()  # what dispatch built stays; so does abort, dispatch having stopped short
+            start, end = missing
+            raise StoreError(
+                f"{self.config.commit_log_path}: no commit-log file holds offsets {start} to {end} (file "
+                f"{start // self.commit_log.file_size * self.commit_log.file_size:020d} is missing), and the consume "
+                "queues and the index are built only up to it: restore the file, or move the files from "
+                f"{end:020d} on out of the directory (their messages are then gone)")  # fmt: skip
         self._recover_topic_queue_table()
         if self.dispatch_enabled:
             self.commit_log.on_append = self.reput.wakeup

@@ -45,6 +45,7 @@ class RecoveryReport:
     consume_queue_units_truncated: int = 0  # units pointing past the end (or invalid), cut off
     consume_queue_units_rebuilt: int = 0  # units added by dispatch during recovery and start-up
     consume_queues_rebuilt: int = 0  # queues whose files were missing and were rebuilt
+    consume_queues_deleted: int = 0  # every queue, when the commit log has no files (destroyLogics)
     index_files_dropped: int = 0  # abnormal exit: files newer than the checkpoint's indexMsgTimestamp
     index_keys_rebuilt: int = 0
     seconds: float = 0.0
