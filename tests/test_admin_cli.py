@@ -146,6 +146,10 @@ def test_topics_send_query_consume(servers: ServersInThread, capsys: pytest.Capt
     assert [m["body"] for m in only["messages"]] == [base64.b64encode(b"one").decode()]
     code, out, _ = admin(capsys, "-n", ns, "consumeMessage", "-t", "AdminT")
     assert "7 message(s)" in out and "héllo" in out and "TagA" in out
+    # -e: up to and with the message the end time finds, as mqadmin reads [begin, end]
+    last = max(msgs, key=lambda m: m["storeTimestamp"])
+    upto = admin_json(capsys, "-n", ns, "consumeMessage", "-t", "AdminT", "-e", str(last["storeTimestamp"]))
+    assert last["uniqKey"] in [m["uniqKey"] for m in upto["messages"]] and len(upto["messages"]) == 7
 
     by_key = admin_json(capsys, "-n", ns, "queryMsgByKey", "-t", "AdminT", "-k", "k2")["messages"]
     assert sorted(m["uniqKey"] for m in by_key) == sorted(r["msgId"] for r in sent)
@@ -336,9 +340,11 @@ def test_group_offset_and_config_verbs(servers: ServersInThread, capsys: pytest.
     code, out, err = admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "-1")
     assert code == 0 and "rollback consumer offset by specified consumerGroup[ResetG]" in out, err
     assert sum(com.query_offset("ResetG", "ResetT", q) for q in range(8)) == sum(stored.values())  # the end
-    admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "now")
-    # now: the unit nearest in time, the last of each queue (as 4.9.4's search by time answers)
-    assert [com.query_offset("ResetG", "ResetT", q) for q in range(4)] == [stored[q] - 1 for q in range(4)]
+    admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", str(t_mid))
+    assert sum(com.query_offset("ResetG", "ResetT", q) for q in range(8)) == sum(stored.values()) // 2
+    when = admin_json(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "now")["timestamp"]
+    # now: -1, the end of every queue, as mqadmin reads it (the current time would find each queue's last message)
+    assert when == -1 and [com.query_offset("ResetG", "ResetT", q) for q in range(8)] == [stored[q] for q in range(8)]
     code, out, err = admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "0",
                            "-f", "false")  # fmt: skip
     assert code == 0 and sum(com.query_offset("ResetG", "ResetT", q) for q in range(8)) == 0, err
@@ -352,6 +358,15 @@ def test_group_offset_and_config_verbs(servers: ServersInThread, capsys: pytest.
     assert code == 0 and f"delete subscription group [ResetG] from broker [{broker}] success." in out, err
     groups = servers.broker.subscription_group_manager.table.subscription_group_table
     assert "ResetG" not in groups and com.query_offset("ResetG", "ResetT", 0) == -1
+    # -c: the group's retry and dead-letter topics go too, as mqadmin deletes them
+    admin(capsys, "-n", ns, "updateSubGroup", "-c", "DefaultCluster", "-g", "DelG")
+    for topic in ("%RETRY%DelG", "%DLQ%DelG"):
+        code, _, err = admin(capsys, "-n", ns, "updateTopic", "-c", "DefaultCluster", "-t", topic, "-r", "1", "-w", "1")
+        assert code == 0, err
+    code, out, err = admin(capsys, "-n", ns, "deleteSubGroup", "-c", "DefaultCluster", "-g", "DelG")
+    assert code == 0 and "delete topic [%DLQ%DelG] from cluster [DefaultCluster] success." in out, err
+    topics = servers.broker.topic_config_manager
+    assert topics.select_topic_config("%RETRY%DelG") is None and topics.select_topic_config("%DLQ%DelG") is None
 
     code, out, err = admin(capsys, "-n", ns, "updateBrokerConfig", "-c", "DefaultCluster", "-k", "fileReservedTime",
                            "-v", "33")  # fmt: skip

@@ -41,6 +41,7 @@ from rocketq.client.admin import (
 from rocketq.common import json_compat
 from rocketq.common.message import MessageExt
 from rocketq.common.message_json import host_to_string, message_to_dict
+from rocketq.common.mixall import DLQ_GROUP_TOPIC_PREFIX
 from rocketq.remoting.codes import RequestCode, ResponseCode, version_desc
 from rocketq.remoting.command import create_request
 from rocketq.store.store_config import PROPERTY_ALIASES
@@ -76,12 +77,14 @@ def options(name: str) -> Callable[[Callable[[argparse.ArgumentParser], None]], 
 
 
 def _bool(text: str) -> bool:
+    """mqadmin's ``Boolean.parseBoolean``: true, in any case; any other word is refused rather than taken for
+    false (mqadmin takes ``yes`` and ``1`` for false, which a script's author rarely means)."""
     t = text.strip().lower()
-    if t in ("true", "1", "yes"):
+    if t == "true":
         return True
-    if t in ("false", "0", "no"):
+    if t == "false":
         return False
-    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+    raise argparse.ArgumentTypeError(f"expected true or false (as mqadmin reads it), not {text!r}")
 
 
 def _timestamp(text: str) -> int:
@@ -473,7 +476,7 @@ async def consumer_progress(admin: MQAdmin, args: argparse.Namespace) -> None:
             row["type"] = {"CONSUME_ACTIVELY": "PULL", "CONSUME_PASSIVELY": "PUSH"}.get(str(cc.get("consumeType")), "")
             row["model"] = str(cc.get("messageModel") or "")
             versions = [int(c.get("version", 0)) for c in conns if isinstance(c, dict)]
-            row["version"] = f"V{min(versions)}" if versions else "OFFLINE"
+            row["version"] = version_desc(min(versions)) if versions else "OFFLINE"
         except NotFoundError:
             pass
         groups.append(row)
@@ -502,7 +505,7 @@ async def consumer_connection(admin: MQAdmin, args: argparse.Namespace) -> None:
     print(f"{'#ClientId':<36} {'#ClientAddr':<22} {'#Language':<10} #Version")
     for c in cc.get("connectionSet") or []:
         print(f"{c.get('clientId', '')!s:<36} {c.get('clientAddr', '')!s:<22} {c.get('language', '')!s:<10} "
-              f"{c.get('version', '')}")  # fmt: skip
+              f"{_version_shown(c.get('version', ''))}")  # fmt: skip
     print("\nBelow is subscription:")
     print(f"{'#Topic':<20} #SubExpression")
     for topic, sub in (cc.get("subscriptionTable") or {}).items():
@@ -638,12 +641,22 @@ def _delete_sub_group_options(p: argparse.ArgumentParser) -> None:
 async def delete_sub_group(admin: MQAdmin, args: argparse.Namespace) -> None:
     addrs = await admin.delete_subscription_group(args.group, broker_addr=args.broker_addr, cluster=args.cluster,
                                                   remove_offset=args.remove_offset)  # fmt: skip
+    deleted: list[str] = []
+    if args.cluster:  # as mqadmin's: the group's retry and dead-letter topics go too, from brokers and name servers
+        for topic in (RETRY_GROUP_TOPIC_PREFIX + args.group, DLQ_GROUP_TOPIC_PREFIX + args.group):
+            try:
+                await admin.delete_topic(topic, args.cluster)
+                deleted.append(topic)
+            except AdminError as e:  # (mqadmin prints the stack trace and goes on)
+                print(f"rocketq: warning: {topic}: {e}", file=sys.stderr)
     if args.json:
-        _emit_json({"groupName": args.group, "brokers": addrs})
+        _emit_json({"groupName": args.group, "brokers": addrs, "topicsDeleted": deleted})
         return
     where = f" in cluster [{args.cluster}]" if args.cluster else ""
     for addr in addrs:
         print(f"delete subscription group [{args.group}] from broker [{addr}]{where} success.")
+    for topic in deleted:
+        print(f"delete topic [{topic}] from cluster [{args.cluster}] success.")
 
 
 @options("resetOffsetByTime")
@@ -651,7 +664,7 @@ def _reset_offset_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--group", dest="group", required=True, help="consumer group")
     p.add_argument("-t", "--topic", required=True, help="topic")
     p.add_argument("-s", "--timestamp", dest="timestamp", required=True,
-                   help="ms since the epoch, now, or yyyy-MM-dd#HH:mm:ss:SSS (local time); -1: the end")  # fmt: skip
+                   help="ms since the epoch, yyyy-MM-dd#HH:mm:ss:SSS (local time), or now or -1 (the end)")  # fmt: skip
     p.add_argument("-f", "--force", dest="force", type=_bool, default=True,
                    help="move offsets forward too, not only back (true)")  # fmt: skip
 
@@ -661,7 +674,9 @@ def _reset_offset_options(p: argparse.ArgumentParser) -> None:
       )  # fmt: skip
 async def reset_offset_by_time(admin: MQAdmin, args: argparse.Namespace) -> None:
     try:
-        when = _timestamp(args.timestamp)
+        # "now" is -1 here, the end of every queue, as mqadmin's ResetOffsetByTimeCommand reads it (the current
+        # time would find the last message, and leave it to be consumed again)
+        when = -1 if args.timestamp.strip().lower() == "now" else _timestamp(args.timestamp)
     except argparse.ArgumentTypeError as e:
         raise AdminError(str(e)) from None
     rows = await admin.reset_offset_by_time(args.topic, args.group, when, args.force)
@@ -747,9 +762,13 @@ async def producer_connection(admin: MQAdmin, args: argparse.Namespace) -> None:
         _emit_json({"connectionSet": connections})
         return
     for i, c in enumerate(connections, 1):
-        version = c.get("version")
-        shown = version_desc(int(version)) if isinstance(version, int) else str(version)
-        print(f"{i:04d}  {c.get('clientId', ''):<32} {c.get('clientAddr', ''):<22} {c.get('language', ''):<8} {shown}")
+        print(f"{i:04d}  {c.get('clientId', ''):<32} {c.get('clientAddr', ''):<22} {c.get('language', ''):<8} "
+              f"{_version_shown(c.get('version'))}")  # fmt: skip
+
+
+def _version_shown(version: object) -> str:
+    """A client's version as mqadmin shows it (``MQVersion.getVersionDesc``: V4_9_4 for 401)."""
+    return version_desc(int(version)) if isinstance(version, int) else str(version)
 
 
 @options("topicClusterList")

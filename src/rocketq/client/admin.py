@@ -810,8 +810,8 @@ class MQAdmin:
             hi = await self.max_offset(addr, topic, qid)
             if begin > 0:
                 lo = max(lo, await self.search_offset(addr, topic, qid, begin))
-            if end > 0:
-                hi = min(hi, await self.search_offset(addr, topic, qid, end))
+            if end > 0:  # the message the end time finds is read too, as mqadmin's consumeMessage reads it
+                hi = min(hi, await self.search_offset(addr, topic, qid, end) + 1)
             if offset is not None:
                 lo = max(lo, offset)
             pos = lo
