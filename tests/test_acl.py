@@ -436,3 +436,15 @@ def test_acl_admin_codes_on_a_broker_without_acl(tmp_path: Path, capsys: pytest.
         asyncio.run(asyncio.wait_for(signed_send(), 60))
     finally:
         servers.stop()
+
+
+def test_acl_failures_are_named_as_4x_names_them() -> None:
+    """209-211 answer an ACL request with 4.x's ACL failures; 5.x reused the numbers for POLLING_FULL & co."""
+    from rocketq.client.admin import AdminError, MQAdmin
+    from rocketq.remoting.command import make_response_for
+
+    failed = make_response_for(create_request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG), 209, "accessKey is null")
+    with pytest.raises(AdminError, match=r"UPDATE_AND_CREATE_ACL_CONFIG_FAILED \(209\): accessKey is null"):
+        MQAdmin.check(failed, "update ACL account", request_code=RequestCode.UPDATE_AND_CREATE_ACL_CONFIG)
+    with pytest.raises(AdminError, match=r"POLLING_FULL \(209\)"):
+        MQAdmin.check(failed, "pop")

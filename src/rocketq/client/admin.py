@@ -310,11 +310,12 @@ class MQAdmin:
         raise AdminError("; ".join(failures))
 
     @staticmethod
-    def check(response: RemotingCommand, what: str, *ok: int) -> RemotingCommand:
+    def check(response: RemotingCommand, what: str, *ok: int, request_code: int | None = None) -> RemotingCommand:
         codes = ok or (ResponseCode.SUCCESS,)
         if response.code not in codes:
             remark = (response.remark or "").split("\n")[0].strip() or "no remark"
-            raise AdminError(f"{what} failed: {response_code_name(response.code)} ({response.code}): {remark}")
+            name = _ACL_FAILURES.get(response.code) if request_code in _ACL_REQUESTS else None
+            raise AdminError(f"{what} failed: {name or response_code_name(response.code)} ({response.code}): {remark}")
         return response
 
     # --- name server ----------------------------------------------------------------------------------
@@ -354,7 +355,7 @@ class MQAdmin:
         the broker. Returns *addrs*."""
         for addr in addrs:
             r = await self.invoke(addr, create_request(code, fields, body))
-            self.check(r, f"{what} on {addr}")
+            self.check(r, f"{what} on {addr}", request_code=code)
         return addrs
 
     # --- topics -------------------------------------------------------------------------------------
@@ -825,6 +826,13 @@ class MQAdmin:
                 else:
                     break
         return out[:count]
+
+
+#: What 4.x's brokers mean by 209-211 in answer to an ACL request (5.x gave these codes other names).
+_ACL_FAILURES = {209: "UPDATE_AND_CREATE_ACL_CONFIG_FAILED", 210: "DELETE_ACL_CONFIG_FAILED",
+                 211: "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED"}  # fmt: skip
+_ACL_REQUESTS = frozenset({RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG,
+                           RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG})  # fmt: skip
 
 
 def _addr(host: str, port: int) -> str:
