@@ -392,6 +392,10 @@ def test_cli_acl_verbs_and_signed_produce(acl_cluster: tuple[e2e.Cluster, Path],
     assert code == 0 and f"create or update plain access config to {broker} success." in out, err
     code, out, err = _cli("admin", "-n", ns, "getAclConfig", "-b", broker, "--json", *admin, capsys=capsys)
     assert code == 0 and '"cliuser1"' in out and '"10.10.103.*"' in out, err
+    code, out, err = _cli("admin", "-n", ns, "getAclConfig", "-b", broker, *admin, capsys=capsys)
+    # as Java prints them: [a, b], false, {k=v}; no Python reprs
+    assert code == 0 and "10.10.103.*, " in out and "admin             : false" in out, err
+    assert "['" not in out and "False" not in out and "None" not in out
     code, out, err = _cli("admin", "-n", ns, "clusterAclConfigVersion", "-c", "DefaultCluster", *admin,
                           capsys=capsys)  # fmt: skip
     assert code == 0 and "plain_acl.yml" in out and "#AclConfigVersionNum" in out, err

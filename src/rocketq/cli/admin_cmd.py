@@ -893,14 +893,26 @@ async def get_acl_config(admin: MQAdmin, args: argparse.Namespace) -> None:
         return
     for addr, body in configs:
         print(f"\n#broker {addr}")
-        print(f"{'globalWhiteRemoteAddresses':<20}: {body.get('globalWhiteAddrs') or []}")
+        print(f"{'globalWhiteRemoteAddresses':<20}: {_java_text(body.get('globalWhiteAddrs') or [])}")
         print("\naccounts:")
         for account in body.get("plainAccessConfigs") or []:
             for name in ("accessKey", "secretKey", "whiteRemoteAddress", "admin", "defaultTopicPerm",
                          "defaultGroupPerm", "topicPerms", "groupPerms"):  # fmt: skip
-                value = account.get(name)
-                print(f"  {name:<18}: {'' if value is None else value}")
+                print(f"  {name:<18}: {_java_text(account.get(name))}")
             print()
+
+
+def _java_text(value: object) -> str:
+    """*value* as Java's ``String.valueOf`` writes it: null, true/false, [a, b] for a list, {k=v} for a map."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_java_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_java_text(k)}={_java_text(v)}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 @options("queryMsgById")
@@ -930,7 +942,7 @@ async def query_msg_by_id(admin: MQAdmin, args: argparse.Namespace) -> None:
         for r in results:  # ConsumeMessageDirectlyResult.toString, as mqadmin prints it
             print(f"ConsumeMessageDirectlyResult [order={str(r.get('order')).lower()}, autoCommit="
                   f"{str(r.get('autoCommit')).lower()}, consumeResult={r.get('consumeResult')}, remark="
-                  f"{r.get('remark')}, spentTimeMills={r.get('spentTimeMills')}]")  # fmt: skip
+                  f"{_java_text(r.get('remark'))}, spentTimeMills={r.get('spentTimeMills')}]")  # fmt: skip
         return
     if args.json:
         _emit_json(_messages_json(msgs))
