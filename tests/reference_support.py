@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -111,8 +112,10 @@ def rocketmq_running(work: Path, *conf: str) -> Iterator[tuple[dict[str, str], s
 @contextlib.contextmanager
 def rocketq_process(args: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
     """``python -m rocketq ARGS`` in a process of its own, once *port* listens; stopped with SIGINT (killed after
-    30 s) on the way out."""
-    proc = subprocess.Popen([sys.executable, "-m", "rocketq", *args],
+    30 s) on the way out. Its home is a directory of its own: a name server writes ``~/namesrv`` (its KV config,
+    and updateNamesrvConfig's settings), which must not be the user's."""
+    home = Path(tempfile.mkdtemp(prefix="rocketq-home-"))
+    proc = subprocess.Popen([sys.executable, "-m", "rocketq", *args], env=dict(os.environ, HOME=str(home)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         wait_listening(port, time.monotonic() + 30)
@@ -124,6 +127,7 @@ def rocketq_process(args: list[str], port: int) -> Iterator[subprocess.Popen[byt
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @contextlib.contextmanager
