@@ -16,6 +16,7 @@ from rocketq.broker.broker_config import broker_config_from_properties
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.common import json_compat
 from rocketq.common.codec import decode_record
+from rocketq.common.javacompat import java_string_hash
 from rocketq.common.message import MessageExt
 from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand, create_request
@@ -137,9 +138,14 @@ def decode_records(body: bytes | None) -> list[MessageExt]:
 def heartbeat(client_id: str, group: str, subscriptions: dict[str, str], *, model: str = "CLUSTERING",
               producer_groups: tuple[str, ...] = (), expression_type: str = "TAG",
               sub_version: int = 1795307277930) -> RemotingCommand:  # fmt: skip
-    subs = [{"classFilterMode": False, "codeSet": [], "expressionType": expression_type, "subString": expr,
-             "subVersion": sub_version, "tagsSet": [], "topic": topic}
-            for topic, expr in subscriptions.items()]  # fmt: skip
+    def tags(expr: str) -> list[str]:  # FilterAPI.buildSubscriptionData: a TAG expression's tags; none for "*"
+        if expression_type != "TAG" or expr.strip() in ("", "*"):
+            return []
+        return [t.strip() for t in expr.split("||") if t.strip()]
+
+    subs = [{"classFilterMode": False, "codeSet": [java_string_hash(t) for t in tags(expr)],
+             "expressionType": expression_type, "subString": expr, "subVersion": sub_version, "tagsSet": tags(expr),
+             "topic": topic} for topic, expr in subscriptions.items()]  # fmt: skip
     consumers = [] if not group else [{"consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
                                        "consumeType": "CONSUME_PASSIVELY", "groupName": group,
                                        "messageModel": model, "subscriptionDataSet": subs,

@@ -16,14 +16,15 @@ from typing import Any, TypeVar
 
 import pytest
 
-from broker_support import HOST, broker_properties, heartbeat
+from broker_support import HOST, Recorder, broker_properties, heartbeat
 from conftest import GOLDEN_STORE
 from rocketq.broker.broker_config import broker_config_from_properties
 from rocketq.broker.broker_controller import BrokerController
 from rocketq.cli.main import main
+from rocketq.common import json_compat
 from rocketq.namesrv.namesrv_controller import NamesrvController
 from rocketq.remoting.codes import RequestCode, ResponseCode
-from rocketq.remoting.command import create_request
+from rocketq.remoting.command import create_request, make_response_for
 from rocketq.remoting.transport import RemotingClient
 
 _T = TypeVar("_T")
@@ -265,6 +266,76 @@ def test_cluster_broker_and_groups(servers: ServersInThread, capsys: pytest.Capt
     code, _, err = admin(capsys, "-n", ns, "consumerConnection", "-g", "Nobody")
     assert code == 1 and err == "rocketq: error: consumer group 'Nobody' is not online\n"
 
+    # What each group did with a message (mqadmin's MessageTrack lines): AdminG is online with offset 0 on GT's
+    # queue 0, GoneG only has an offset there.
+    sent = admin_json(capsys, "-n", ns, "sendMessage", "-t", "GT", "-p", "t", "-c", "TagC", "-b", "broker-a",
+                      "-i", "0")["results"][0]  # fmt: skip
+
+    async def commit(group: str, offset: int) -> None:
+        assert servers.client is not None
+        r = await servers.client.invoke(create_request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": group, "topic": "GT", "queueId": 0, "commitOffset": offset}))  # fmt: skip
+        assert r.code == ResponseCode.SUCCESS
+
+    servers.call(commit("GoneG", 0))
+    found = admin_json(capsys, "-n", ns, "queryMsgById", "-i", sent["offsetMsgId"])["messages"]
+    assert found[0]["messageTracks"] == [
+        {"consumerGroup": "AdminG", "trackType": "NOT_CONSUME_YET", "exceptionDesc": None},
+        {"consumerGroup": "GoneG", "trackType": "NOT_ONLINE",
+         "exceptionDesc": "CODE:206 DESC:the consumer group[GoneG] not online"}]  # fmt: skip
+    servers.call(commit("AdminG", sent["queueOffset"] + 1))
+    code, out, _ = admin(capsys, "-n", ns, "queryMsgById", "-i", sent["offsetMsgId"])
+    # consumed, but AdminG subscribes to TagA || TagB: the message was filtered out
+    assert "MessageTrack [consumerGroup=AdminG, trackType=CONSUMED_BUT_FILTERED, exceptionDesc=null]" in out
+    assert out.startswith(f"{'OffsetID:':<20} {sent['offsetMsgId']}\n")
+    code, out, err = admin(capsys, "-n", ns, "queryMsgByUniqueKey", "-t", "GT", "-i", sent["msgId"])
+    assert code == 0 and "OffsetID:" not in out and f"{'Tags:':<20} [TagC]" in out, err
+    assert "trackType=CONSUMED_BUT_FILTERED" in out and "trackType=NOT_ONLINE" in out
+    code, out, _ = admin(capsys, "-n", ns, "queryMsgByOffset", "-t", "GT", "-b", "broker-a", "-i", "0", "-o",
+                         str(sent["queueOffset"]))  # fmt: skip
+    assert "trackType=CONSUMED_BUT_FILTERED" in out
+    # sent again (queryMsgById -s true): the same client id, stored twice; -a shows both
+    code, out, err = admin(capsys, "-n", ns, "queryMsgById", "-i", sent["offsetMsgId"], "-s", "true", "-u", "unitX")
+    assert code == 0 and f"prepare resend msg. originalMsgId={sent['offsetMsgId']}" in out, err
+    assert f"SendResult [sendStatus=SEND_OK, msgId={sent['msgId']}, " in out
+    again = admin_json(capsys, "-n", ns, "queryMsgByUniqueKey", "-t", "GT", "-i", sent["msgId"], "-a")["messages"]
+    assert len(again) == 2 and {m["body"] for m in again} == {"dA=="} and again[0]["tags"] == again[1]["tags"] == "TagC"
+    assert again[0]["storeTimestamp"] <= again[1]["storeTimestamp"]
+    assert again[0]["commitLogOffset"] == int(sent["offsetMsgId"][-16:], 16)
+    code, _, err = admin(capsys, "-n", ns, "queryMsgByUniqueKey", "-t", "GT", "-i", "0" * 32)
+    assert code == 1 and "no message of topic 'GT' has the client message id" in err
+
+    # The fake consumer answers as a client does: what it holds (mqTable), and offsets the broker pushes.
+    pushed = Recorder()
+    held = b'{"mqTable":{{"brokerName":"broker-a","queueId":0,"topic":"GT"}:{"commitOffset":0}},"properties":{}}'
+    assert servers.client is not None
+    servers.client.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO,
+                                      Recorder(lambda r: make_response_for(r, body=held)))  # fmt: skip
+    servers.client.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, pushed)
+    code, out, err = admin(capsys, "-n", ns, "consumerProgress", "-g", "AdminG", "-s", "true")
+    assert code == 0 and "#Client IP" in out.splitlines()[0], err
+    assert [(q["queueId"], q["clientIP"]) for q in admin_json(capsys, "-n", ns, "consumerProgress", "-g", "AdminG",
+                                                              "-s", "true")["queues"]] == [(0, "127.0.0.1"), (1, None)]
+    row = next(line.split() for line in out.splitlines() if line.startswith("GT ") and line.split()[2] == "1")
+    assert row[5] == "N/A"  # the queue nobody holds
+    code, out, err = admin(capsys, "-n", ns, "consumerStatus", "-g", "AdminG", "-b", servers.broker_addr)
+    assert code == 0 and "127.0.0.1@admin-test" in out, err
+    # resetOffsetByTime -c: the broker pushes the offsets in the C++ clients' layout (a list), else a map
+    for cplus, layout in ((["-c"], list), ([], dict)):
+        del pushed.requests[:]
+        code, out, err = admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "AdminG", "-t", "GT", "-s", "-1", *cplus)
+        assert code == 0, err
+        deadline = time.monotonic() + 5
+        while not pushed.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert isinstance(json_compat.loads(pushed.requests[0].body or b"")["offsetTable"], layout)
+    # clusterList -i: printed again every interval (--count bounds it)
+    begin = time.monotonic()
+    code, out, err = admin(capsys, "-n", ns, "clusterList", "-i", "1", "--count", "2")
+    assert code == 0 and out.count("#Cluster Name") == 2 and time.monotonic() - begin >= 1, err
+    code, _, err = admin(capsys, "-n", ns, "clusterList", "--count", "2")
+    assert code == 1 and "--count goes with -i" in err
+
 
 def test_errors_are_one_line(servers: ServersInThread, capsys: pytest.CaptureFixture[str]) -> None:
     cases: list[tuple[list[str], str]] = [
@@ -297,7 +368,7 @@ def test_errors_are_one_line(servers: ServersInThread, capsys: pytest.CaptureFix
 def test_help_of_every_verb(capsys: pytest.CaptureFixture[str]) -> None:
     from rocketq.cli.admin_cmd import _VERBS
 
-    assert len(_VERBS) == 27  # the 15 of the issue, consumerStatus, 6 more of mqadmin, the 5 of the plain ACL
+    assert len(_VERBS) == 28  # the 15 of the issue, consumerStatus, 7 more of mqadmin, the 5 of the plain ACL
     for name in _VERBS:
         code, out, _ = admin(capsys, name, "--help")
         assert code == 0 and "example:\n  rocketq admin -n 127.0.0.1:9876 " + name in out, name

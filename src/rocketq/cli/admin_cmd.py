@@ -46,6 +46,8 @@ from rocketq.remoting.codes import RequestCode, ResponseCode, version_desc
 from rocketq.remoting.command import create_request
 from rocketq.store.store_config import PROPERTY_ALIASES
 
+#: ``QueryMsgByIdSubCommand``'s producer, which sends a message again.
+RESEND_PRODUCER_GROUP = "ReSendMsgById"
 Verb = Callable[[MQAdmin, argparse.Namespace], Awaitable[Any]]
 _VERBS: dict[str, Verb] = {}
 _PARSERS: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
@@ -135,10 +137,14 @@ def _emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
-def _print_message_detail(msg: MessageExt) -> None:
-    """``QueryMsgByIdSubCommand.printMsg``, with the body printed instead of written to a temp file."""
-    rows = [
-        ("OffsetID:", msg.offset_msg_id),
+Tracks = list[dict[str, Any]] | str  # what each consumer group did with a message, or why that is not known
+
+
+def _print_message_detail(msg: MessageExt, tracks: Tracks | None = None, *, offset_id: bool = True) -> None:
+    """``QueryMsgByIdSubCommand.printMsg``, with the body printed instead of written to a temp file, then what
+    each consumer group did with it (``messageTrackDetail``) when *tracks* are given."""
+    rows = [("OffsetID:", msg.offset_msg_id)] if offset_id else []
+    rows += [
         ("MsgId:", _client_id(msg)),
         ("Topic:", msg.topic),
         ("Tags:", f"[{msg.tags}]"),
@@ -157,6 +163,38 @@ def _print_message_detail(msg: MessageExt) -> None:
     ]
     for label, value in rows:
         print(f"{label:<20} {value}")
+    if tracks is None:
+        return
+    print()
+    if isinstance(tracks, str):
+        print(f"WARN: what consumers did with it is not known: {tracks}")
+        return
+    if not tracks:
+        print("WARN: No Consumer")
+    for t in tracks:  # MessageTrack.toString
+        print(f"MessageTrack [consumerGroup={t['consumerGroup']}, trackType={t['trackType']}, "
+              f"exceptionDesc={_java_text(t['exceptionDesc'])}]")  # fmt: skip
+
+
+async def _tracked(admin: MQAdmin, msgs: list[MessageExt]) -> list[tuple[MessageExt, Tracks]]:
+    tracked: list[tuple[MessageExt, Tracks]] = []
+    for m in msgs:
+        try:
+            tracked.append((m, await admin.message_track(m)))
+        except AdminError as exc:  # the message is shown all the same (mqadmin prints a stack trace there)
+            tracked.append((m, str(exc)))
+    return tracked
+
+
+def _print_tracked(tracked: list[tuple[MessageExt, Tracks]], json_out: bool, *, offset_id: bool = True) -> None:
+    """Messages with their consumer tracks: as JSON (each message's ``messageTracks``) or as mqadmin prints."""
+    if json_out:
+        _emit_json({"messages": [{**message_to_dict(m), "messageTracks": t} for m, t in tracked]})
+        return
+    for i, (msg, tracks) in enumerate(tracked):
+        if i:
+            print()
+        _print_message_detail(msg, tracks, offset_id=offset_id)
 
 
 def _messages_json(msgs: list[MessageExt]) -> dict[str, Any]:
@@ -179,11 +217,28 @@ def _broker_or_cluster(p: argparse.ArgumentParser, what: str, *, every: str = "e
 def _cluster_list_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--moreStats", dest="more_stats", action="store_true", help="print more stats")
     p.add_argument("-c", "--clusterName", dest="cluster", help="only this cluster")
+    p.add_argument("-i", "--interval", type=positive, metavar="SECONDS",
+                   help="print again every SECONDS until interrupted (Ctrl-C)")
+    p.add_argument("--count", type=positive, metavar="N",
+                   help="with -i: stop after printing N times (rocketq only)")
 
 
 @verb("clusterList", "List clusters and their brokers with runtime figures.",
       "rocketq admin -n 127.0.0.1:9876 clusterList")  # fmt: skip
 async def cluster_list(admin: MQAdmin, args: argparse.Namespace) -> None:
+    if args.count is not None and args.interval is None:
+        raise AdminError("--count goes with -i (the interval)")
+    times = 0
+    while True:  # mqadmin's -i: the same table again every interval
+        await _print_cluster_list(admin, args)
+        times += 1
+        if args.interval is None or (args.count is not None and times >= args.count):
+            return
+        sys.stdout.flush()
+        await asyncio.sleep(args.interval)
+
+
+async def _print_cluster_list(admin: MQAdmin, args: argparse.Namespace) -> None:
     info = await admin.cluster_info()
     clusters = info.cluster_addr_table
     if args.cluster:
@@ -434,25 +489,34 @@ async def broker_status(admin: MQAdmin, args: argparse.Namespace) -> None:
 def _consumer_progress_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--groupName", dest="group", help="consumer group (without it: every group)")
     p.add_argument("-t", "--topicName", dest="topic", help="only this topic")
+    p.add_argument("-s", "--showClientIP", dest="show_client_ip", type=_bool, default=False,
+                   help="true: with -g, also the host of the client that holds each queue")
 
 
 @verb("consumerProgress", "Show how far consumer groups are behind, queue by queue.",
       "rocketq admin -n 127.0.0.1:9876 consumerProgress -g GroupA")  # fmt: skip
 async def consumer_progress(admin: MQAdmin, args: argparse.Namespace) -> None:
     if args.group:
-        rows, tps = await admin.consume_stats(args.group.strip(), args.topic)
+        group = args.group.strip()
+        rows, tps = await admin.consume_stats(group, args.topic)
         diff_total = sum(r.diff for r in rows)
+        holders = await _queue_holders(admin, group) if args.show_client_ip else {}
         if args.json:
-            _emit_json({"group": args.group, "consumeTps": tps, "diffTotal": diff_total,
-                        "queues": [r.to_json() for r in rows]})  # fmt: skip
+            queues = [r.to_json() for r in rows]
+            if args.show_client_ip:
+                for q, r in zip(queues, rows, strict=True):
+                    q["clientIP"] = holders.get((r.topic, r.broker_name, r.queue_id))
+            _emit_json({"group": args.group, "consumeTps": tps, "diffTotal": diff_total, "queues": queues})
             return
+        ip_head = f"{'#Client IP':<20} " if args.show_client_ip else ""
         print(f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Broker Offset':<20}  {'#Consumer Offset':<20}  "
-              f"{'#Diff':<20}  #LastTime")  # fmt: skip
+              f"{ip_head}{'#Diff':<20}  #LastTime")  # fmt: skip
         for r in rows:
             last = _dt.datetime.fromtimestamp(r.last_timestamp / 1000).strftime("%Y-%m-%d %H:%M:%S") \
                 if r.last_timestamp else "N/A"  # fmt: skip
+            ip = f"{holders.get((r.topic, r.broker_name, r.queue_id)) or 'N/A':<20} " if args.show_client_ip else ""
             print(f"{r.topic:<64}  {r.broker_name:<32}  {r.queue_id:<4}  {r.broker_offset:<20}  "
-                  f"{r.consumer_offset:<20}  {r.diff:<20}  {last}")  # fmt: skip
+                  f"{r.consumer_offset:<20}  {ip}{r.diff:<20}  {last}")  # fmt: skip
         print()
         print(f"Consume TPS: {tps:.2f}")
         print(f"Diff Total: {diff_total}")
@@ -489,6 +553,23 @@ async def consumer_progress(admin: MQAdmin, args: argparse.Namespace) -> None:
               f"{g['tps']:<7}  {g['diffTotal']}")  # fmt: skip
 
 
+async def _queue_holders(admin: MQAdmin, group: str) -> dict[tuple[str, str, int], str]:
+    """``getMessageQueueAllocationResult``: (topic, broker name, queue id) to the host (the client id's part before
+    its first '@') of the online client that holds the queue, as each client reports; nothing when the group is
+    not online."""
+    holders: dict[tuple[str, str, int], str] = {}
+    try:
+        conns = (await admin.consumer_connection(group)).get("connectionSet") or []
+        for conn in conns:
+            client_id = str(conn.get("clientId", ""))
+            info = await admin.consumer_running_info(group, client_id)
+            for q in info.get("mqTable") or []:
+                holders[(q["topic"], q["brokerName"], q["queueId"])] = client_id.split("@")[0]
+    except AdminError:
+        pass  # as mqadmin: a client that does not answer leaves its queues N/A
+    return holders
+
+
 @options("consumerConnection")
 def _consumer_connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--consumerGroup", dest="group", required=True, help="consumer group")
@@ -521,6 +602,7 @@ async def consumer_connection(admin: MQAdmin, args: argparse.Namespace) -> None:
 def _consumer_status_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--consumerGroup", dest="group", required=True, help="consumer group")
     p.add_argument("-i", "--clientId", dest="client_id", help="one client, in detail (default: every client, in brief)")
+    p.add_argument("-b", "--brokerAddr", dest="broker_addr", help="list the clients this broker knows")
     p.add_argument("-s", "--jstack", dest="jstack", action="store_true", help="also the client's thread stacks")
 
 
@@ -535,8 +617,9 @@ async def consumer_status(admin: MQAdmin, args: argparse.Namespace) -> None:
         else:
             _print_running_info(info)
         return
+    broker = args.broker_addr.strip() if args.broker_addr else None
     clients = [str(c.get("clientId", "")) for c in
-               (await admin.consumer_connection(group)).get("connectionSet") or []]  # fmt: skip
+               (await admin.consumer_connection(group, broker)).get("connectionSet") or []]  # fmt: skip
     infos = {cid: await admin.consumer_running_info(group, cid, jstack=args.jstack) for cid in sorted(clients)}
     if args.json:
         _emit_json(infos)
@@ -667,6 +750,8 @@ def _reset_offset_options(p: argparse.ArgumentParser) -> None:
                    help="ms since the epoch, yyyy-MM-dd#HH:mm:ss:SSS (local time), or now or -1 (the end)")  # fmt: skip
     p.add_argument("-f", "--force", dest="force", type=_bool, default=True,
                    help="move offsets forward too, not only back (true)")  # fmt: skip
+    p.add_argument("-c", "--cplus", dest="cplus", action="store_true",
+                   help="the group's clients are C++ clients (they get the new offsets in their own body layout)")
 
 
 @verb("resetOffsetByTime", "Move a consumer group's offsets of a topic to a point in time.",
@@ -679,7 +764,7 @@ async def reset_offset_by_time(admin: MQAdmin, args: argparse.Namespace) -> None
         when = -1 if args.timestamp.strip().lower() == "now" else _timestamp(args.timestamp)
     except argparse.ArgumentTypeError as e:
         raise AdminError(str(e)) from None
-    rows = await admin.reset_offset_by_time(args.topic, args.group, when, args.force)
+    rows = await admin.reset_offset_by_time(args.topic, args.group, when, args.force, cplus=args.cplus)
     if args.json:
         _emit_json({"group": args.group, "topic": args.topic, "timestamp": when, "force": args.force,
                     "offsets": [{"brokerName": b, "queueId": q, "offset": o} for b, q, o in rows]})  # fmt: skip
@@ -924,6 +1009,11 @@ def _query_by_id_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--consumerGroup", dest="group", help="with -d: have this group's client consume it again")
     p.add_argument("-d", "--clientId", dest="client_id", help="with -g: the client that consumes it (its listener "
                    "is called directly; nothing is committed)")  # fmt: skip
+    p.add_argument("-s", "--sendMessage", dest="resend", type=_bool, default=False,
+                   help="true: send the message again, as a producer would (same topic, body and properties)")
+    p.add_argument("-u", "--unitName", dest="unit_name",
+                   help="with -s: the unit of the producer that sends it again (accepted as mqadmin takes it: it only "
+                   "names the producer)")  # fmt: skip
 
 
 @verb("queryMsgById", "Show a message by its offset message id, or by its client id within a topic.",
@@ -939,18 +1029,70 @@ async def query_msg_by_id(admin: MQAdmin, args: argparse.Namespace) -> None:
         if args.json:
             _emit_json(results)
             return
-        for r in results:  # ConsumeMessageDirectlyResult.toString, as mqadmin prints it
-            print(f"ConsumeMessageDirectlyResult [order={str(r.get('order')).lower()}, autoCommit="
-                  f"{str(r.get('autoCommit')).lower()}, consumeResult={r.get('consumeResult')}, remark="
-                  f"{_java_text(r.get('remark'))}, spentTimeMills={r.get('spentTimeMills')}]")  # fmt: skip
+        for r in results:
+            _print_directly_result(r)
         return
-    if args.json:
-        _emit_json(_messages_json(msgs))
+    if args.resend:
+        await _resend(admin, msgs, args.json)
         return
-    for i, msg in enumerate(msgs):
-        if i:
-            print()
-        _print_message_detail(msg)
+    _print_tracked(await _tracked(admin, msgs), args.json)
+
+
+async def _resend(admin: MQAdmin, msgs: list[MessageExt], json_out: bool) -> None:
+    """``QueryMsgByIdSubCommand.sendMsg``: each message sent again to its topic as it was stored (tags, keys,
+    properties, its client message id), by a producer's queue choice."""
+    results = []
+    for m in msgs:
+        results.append((m, await admin.send_message(m.topic, m.body, properties=m.properties,
+                                                    uniq_key=m.uniq_key or None,
+                                                    group=RESEND_PRODUCER_GROUP)))  # fmt: skip
+    if json_out:
+        _emit_json({"results": [{"originalMsgId": m.offset_msg_id, **r.to_json()} for m, r in results]})
+        return
+    for m, r in results:
+        print(f"prepare resend msg. originalMsgId={m.offset_msg_id}")
+        print(f"SendResult [sendStatus={r.status}, msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, messageQueue="
+              f"MessageQueue [topic={m.topic}, brokerName={r.broker_name}, queueId={r.queue_id}], "
+              f"queueOffset={r.queue_offset}]")  # fmt: skip
+
+
+@options("queryMsgByUniqueKey")
+def _query_by_unique_key_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="the client message id (UNIQ_KEY)")
+    p.add_argument("-t", "--topic", required=True, help="topic of the message")
+    p.add_argument("-g", "--consumerGroup", dest="group", help="with -d: have this group's client consume it again")
+    p.add_argument("-d", "--clientId", dest="client_id", help="with -g: the client that consumes it (its listener "
+                   "is called directly; nothing is committed)")  # fmt: skip
+    p.add_argument("-a", "--showAll", dest="show_all", action="store_true",
+                   help="every message stored with that id (at most 32), not only the first stored")
+
+
+@verb("queryMsgByUniqueKey", "Show a message by its client message id (UNIQ_KEY), looked up in the topic's index.",
+      "rocketq admin -n 127.0.0.1:9876 queryMsgByUniqueKey -t TopicA -i 7F0000010C2B18B4AAC2337A2E4C0000"
+      )  # fmt: skip
+async def query_msg_by_unique_key(admin: MQAdmin, args: argparse.Namespace) -> None:
+    if bool(args.group) != bool(args.client_id):
+        raise AdminError("-g and -d go together: the consumer group and the client id of the consumer to use")
+    topic, msg_id = args.topic.strip(), args.msg_id.strip()
+    msgs = await admin.query_message(topic, msg_id, max_num=32, unique_key=True)
+    if not msgs:  # as queryMessageByUniqKey: "query message by key finished, but no message."
+        raise NotFoundError(f"no message of topic {topic!r} has the client message id {msg_id}")
+    msgs.sort(key=lambda m: m.store_timestamp)  # a message sent again is stored again: the first one counts
+    if args.group:
+        result = await admin.consume_message_directly(args.group.strip(), args.client_id.strip(), msgs[0])
+        if args.json:
+            _emit_json(result)
+        else:
+            _print_directly_result(result)
+        return
+    _print_tracked(await _tracked(admin, msgs if args.show_all else msgs[:1]), args.json, offset_id=False)
+
+
+def _print_directly_result(r: dict[str, Any]) -> None:
+    """``ConsumeMessageDirectlyResult.toString``, as mqadmin prints it."""
+    print(f"ConsumeMessageDirectlyResult [order={str(r.get('order')).lower()}, autoCommit="
+          f"{str(r.get('autoCommit')).lower()}, consumeResult={r.get('consumeResult')}, remark="
+          f"{_java_text(r.get('remark'))}, spentTimeMills={r.get('spentTimeMills')}]")  # fmt: skip
 
 
 @options("queryMsgByKey")
@@ -990,10 +1132,7 @@ def _query_by_offset_options(p: argparse.ArgumentParser) -> None:
       "rocketq admin -n 127.0.0.1:9876 queryMsgByOffset -t TopicA -b broker-a -i 0 -o 0")  # fmt: skip
 async def query_msg_by_offset(admin: MQAdmin, args: argparse.Namespace) -> None:
     msg = await admin.message_at(args.topic.strip(), args.broker_name.strip(), args.queue_id, args.offset)
-    if args.json:
-        _emit_json(_messages_json([msg]))
-        return
-    _print_message_detail(msg)
+    _print_tracked(await _tracked(admin, [msg]), args.json)
 
 
 @options("sendMessage")

@@ -49,7 +49,7 @@ from rocketq.common.mixall import (
 )
 from rocketq.common.net import parse_server_address
 from rocketq.common.route import BrokerData, QueueData, TopicRouteData, as_int, as_mapping
-from rocketq.remoting.codes import RequestCode, ResponseCode, request_code_name, response_code_name
+from rocketq.remoting.codes import LanguageCode, RequestCode, ResponseCode, request_code_name, response_code_name
 from rocketq.remoting.command import RemotingCommand, create_request
 from rocketq.remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 from rocketq.remoting.transport import RemotingClient, connect_failure_reason
@@ -97,7 +97,11 @@ class AdminError(RocketqError):
 
 
 class NotFoundError(AdminError):
-    """An unknown topic, cluster, broker, group or message."""
+    """An unknown topic, cluster, broker, group or message; ``remark`` is the broker's own words, when it said."""
+
+    def __init__(self, message: str, remark: str | None = None) -> None:
+        super().__init__(message)
+        self.remark = remark
 
 
 # --------------------------------------------------------------------------------------------------
@@ -463,9 +467,62 @@ class MQAdmin:
                 return dict(_plain(json_compat.loads(r.body or b"{}")))
             last = r
         if last is None or last.code == ResponseCode.CONSUMER_NOT_ONLINE:
-            raise NotFoundError(f"consumer group {group!r} is not online")
+            raise NotFoundError(f"consumer group {group!r} is not online", last.remark if last else None)
         self.check(last, f"connections of group {group!r}")
         raise AdminError(f"connections of group {group!r}: unexpected answer {last.code}")
+
+    async def topic_consumed_by(self, topic: str) -> list[str]:
+        """``queryTopicConsumeByWho``: the groups the masters of *topic* know to consume it, online or with
+        committed offsets (QUERY_TOPIC_CONSUME_BY_WHO), sorted."""
+        groups: set[str] = set()
+        for _name, addr in (await self.topic_route(topic)).master_addrs():
+            r = await self.invoke(addr, create_request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
+            body = self.check(r, f"groups consuming {topic!r} on {addr}").body
+            groups.update(str(g) for g in as_mapping(json_compat.loads(body or b"{}")).get("groupList") or ())
+        return sorted(groups)
+
+    async def message_track(self, msg: MessageExt) -> list[dict[str, Any]]:
+        """``messageTrackDetail``: for each group consuming *msg*'s topic, ``consumerGroup``, ``trackType`` and
+        ``exceptionDesc``. A push consumer's group has CONSUMED it when its committed offset on the message's queue
+        of the broker that stored it is past the message (CONSUMED_BUT_FILTERED when its subscription's tags leave
+        the message out), else NOT_CONSUME_YET; a pull consumer's is PULL (its progress is its own); a group with
+        no client online, or no offsets, is NOT_ONLINE."""
+        tracks: list[dict[str, Any]] = []
+        for group in await self.topic_consumed_by(msg.topic):
+            track: dict[str, Any] = {"consumerGroup": group, "trackType": "UNKNOWN", "exceptionDesc": None}
+            tracks.append(track)
+            try:
+                cc = await self.consumer_connection(group)
+                if str(cc.get("consumeType")) in ("CONSUME_ACTIVELY", "0"):
+                    track["trackType"] = "PULL"
+                    continue
+                track["trackType"] = "CONSUMED" if await self._consumed(msg, group) else "NOT_CONSUME_YET"
+            except NotFoundError as exc:
+                track["trackType"] = "NOT_ONLINE"
+                track["exceptionDesc"] = f"CODE:{int(ResponseCode.CONSUMER_NOT_ONLINE)} DESC:{exc.remark or exc}"
+                continue
+            except AdminError as exc:
+                track["exceptionDesc"] = str(exc)
+                continue
+            sub = as_mapping(as_mapping(cc.get("subscriptionTable")).get(msg.topic))
+            tags = {str(t) for t in sub.get("tagsSet") or ()}
+            if track["trackType"] == "CONSUMED" and sub and tags and "*" not in tags and msg.tags not in tags:
+                track["trackType"] = "CONSUMED_BUT_FILTERED"
+        return tracks
+
+    async def _consumed(self, msg: MessageExt, group: str) -> bool:
+        """``DefaultMQAdminExtImpl.consumed``: the group's offset on the message's queue, on the master that
+        stored it, is past the message."""
+        try:
+            rows, _tps = await self.consume_stats(group, msg.topic)
+        except NotFoundError:
+            raise NotFoundError("consume stats of the group are empty", "Not found the consumer group consume stats, "
+                                "because return offset table is empty, maybe the consumer not consume any message"
+                                ) from None  # fmt: skip
+        masters = {name: data.master_addr for name, data in (await self.cluster_info()).broker_addr_table.items()}
+        stored_at = _addr(*msg.store_host)
+        return any(r.topic == msg.topic and r.queue_id == msg.queue_id and masters.get(r.broker_name) == stored_at
+                   and r.consumer_offset > msg.queue_offset for r in rows)  # fmt: skip
 
     async def consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False) -> dict[str, Any]:
         """``getConsumerRunningInfo``: what one client says of its consumer of *group* (GET_CONSUMER_RUNNING_INFO,
@@ -518,17 +575,21 @@ class MQAdmin:
                             f"delete subscription group {group!r}")  # fmt: skip
         return addrs
 
-    async def reset_offset_by_time(self, topic: str, group: str, timestamp: int,
-                                   force: bool = True) -> list[tuple[str, int, int]]:  # fmt: skip
+    async def reset_offset_by_time(self, topic: str, group: str, timestamp: int, force: bool = True, *,
+                                   cplus: bool = False) -> list[tuple[str, int, int]]:  # fmt: skip
         """``resetOffsetByTimestamp``: the group's offsets of *topic* moved to *timestamp* (ms; -1: the end) on
         every master of the topic, as (broker name, queue id, offset). Brokers tell the group's online
         consumers; with none online the offsets are committed here instead (``ResetOffsetByTimeOldCommand``),
-        and only moved back unless *force*."""
+        and only moved back unless *force*. With *cplus* the request says it comes from C++ (language CPP): the
+        broker then tells the clients in ``ResetOffsetBodyForC``'s layout, which C++ clients read."""
         route = await self.topic_route(topic)
         rows: list[tuple[str, int, int]] = []
         fields = {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force}
         for broker_name, addr in route.master_addrs():
-            r = await self.invoke(addr, create_request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields))
+            request = create_request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
+            if cplus:
+                request.language = LanguageCode.CPP
+            r = await self.invoke(addr, request)
             if r.code == ResponseCode.CONSUMER_NOT_ONLINE:
                 rows.extend(await self._reset_offline(route, broker_name, addr, topic, group, timestamp, force))
                 continue
@@ -749,9 +810,10 @@ class MQAdmin:
     async def send_message(self, topic: str, body: bytes, *, tags: str | None = None, keys: str | None = None,
                            properties: Mapping[str, str] | None = None, broker_name: str | None = None,
                            queue_id: int | None = None, route: TopicRouteData | None = None,
-                           by_default_topic: bool = False,
-                           group: str = TOOLS_PRODUCER_GROUP) -> SendResult:  # fmt: skip
-        """``DefaultMQProducer.send``: SEND_MESSAGE_V2 to the next writable queue (or the one given)."""
+                           by_default_topic: bool = False, group: str = TOOLS_PRODUCER_GROUP,
+                           uniq_key: str | None = None) -> SendResult:  # fmt: skip
+        """``DefaultMQProducer.send``: SEND_MESSAGE_V2 to the next writable queue (or the one given), with a new
+        client message id unless *uniq_key* is given (a message sent again keeps its own)."""
         if route is None:
             route, by_default_topic = await self.publish_route(topic)
         queues = route.write_queues(DEFAULT_TOPIC_QUEUE_NUMS if by_default_topic else None)
@@ -774,7 +836,7 @@ class MQAdmin:
             props[PROPERTY_TAGS] = tags
         props[PROPERTY_WAIT_STORE_MSG_OK] = "true"
         props.update(properties or {})
-        uniq = self._uniq.next_id()
+        uniq = uniq_key or self._uniq.next_id()
         props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
         fields = {"a": group, "b": topic, "c": AUTO_CREATE_TOPIC_KEY_TOPIC, "d": DEFAULT_TOPIC_QUEUE_NUMS,
                   "e": qid, "f": 0, "g": time.time_ns() // 1_000_000, "h": 0, "i": properties_to_string(props),
