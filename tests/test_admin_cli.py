@@ -181,6 +181,21 @@ def test_topics_send_query_consume(servers: ServersInThread, capsys: pytest.Capt
     code, _, err = admin(capsys, "-n", ns, "topicRoute", "-t", "AdminT")
     assert code == 1 and err == "rocketq: error: topic 'AdminT' not found: the name server has no route for it\n"
 
+    # A topic the broker holds but the name server does not route (gone from it, the broker not registered
+    # again yet) is deleted from the broker too.
+    admin(capsys, "-n", ns, "updateTopic", "-c", "DefaultCluster", "-t", "Unrouted")
+
+    async def unroute() -> None:
+        assert servers.namesrv is not None
+        servers.namesrv.routes.delete_topic("Unrouted")
+
+    servers.call(unroute())
+    code, _, err = admin(capsys, "-n", ns, "topicRoute", "-t", "Unrouted")
+    assert code == 1 and "has no route" in err
+    code, out, err = admin(capsys, "-n", ns, "deleteTopic", "-c", "DefaultCluster", "-t", "Unrouted")
+    assert code == 0 and "delete topic [Unrouted] from cluster [DefaultCluster] success." in out, err
+    assert servers.broker is not None and servers.broker.topic_config_manager.select_topic_config("Unrouted") is None
+
 
 def test_ordered_topic_writes_order_conf(servers: ServersInThread, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = admin(capsys, "-n", servers.ns, "updateTopic", "-c", "DefaultCluster", "-t", "OrderT", "-o",

@@ -448,7 +448,11 @@ def _delete_topic_options(p: argparse.ArgumentParser) -> None:
       "rocketq admin -n 127.0.0.1:9876 deleteTopic -c DefaultCluster -t TopicA")  # fmt: skip
 async def delete_topic(admin: MQAdmin, args: argparse.Namespace) -> None:
     topic = args.topic.strip()
-    await admin.topic_route(topic)  # an unknown topic is an error, not a silent success
+    try:
+        await admin.topic_route(topic)
+    except NotFoundError:  # an unknown topic is an error, not a silent success; one only the brokers hold is not
+        if not await admin.masters_with_topic(topic, args.cluster):
+            raise
     addrs = await admin.delete_topic(topic, args.cluster)
     if args.json:
         _emit_json({"topic": topic, "cluster": args.cluster, "brokers": addrs})

@@ -391,6 +391,17 @@ class MQAdmin:
             self.check(await self.invoke(addr, request, "name server"), f"delete topic {topic!r} on name server {addr}")
         return addrs
 
+    async def masters_with_topic(self, topic: str, cluster: str) -> list[str]:
+        """The masters of *cluster* whose topic table holds *topic*, whether or not a name server routes it (each
+        asked for the topic's stats: TOPIC_NOT_EXIST where it does not hold it)."""
+        held: list[str] = []
+        for addr in (await self.cluster_info()).master_addrs(cluster):
+            r = await self.invoke(addr, create_request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
+            if self.check(r, f"stats of topic {topic!r} on {addr}", ResponseCode.SUCCESS,
+                          ResponseCode.TOPIC_NOT_EXIST).code == ResponseCode.SUCCESS:  # fmt: skip
+                held.append(addr)
+        return held
+
     async def topic_stats(self, topic: str) -> list[QueueStats]:
         """``examineTopicStats``: min/max offsets of every queue on every broker of the route."""
         route = await self.topic_route(topic)
