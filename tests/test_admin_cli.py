@@ -423,8 +423,16 @@ def test_group_offset_and_config_verbs(servers: ServersInThread, capsys: pytest.
     com = servers.broker.consumer_offset_manager
     assert [com.query_offset("ResetG", "ResetT", o["queueId"]) for o in offsets["offsets"]] == [
         o["offset"] for o in offsets["offsets"]]  # fmt: skip
+    # what the tool saw, queue by queue: the max offset, the group's before, the one the time found
+    assert [(o["brokerOffset"], o["consumerOffset"], o["timestampOffset"]) for o in offsets["offsets"]] == [
+        (stored[o["queueId"]], 0, o["offset"]) for o in offsets["offsets"]]  # fmt: skip
+    before = {o["queueId"]: o["offset"] for o in offsets["offsets"]}
     code, out, err = admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "-1")
     assert code == 0 and "rollback consumer offset by specified consumerGroup[ResetG]" in out, err
+    assert out.splitlines()[1].split() == ["#brokerName", "#queueId", "#brokerOffset", "#consumerOffset",
+                                           "#timestampOffset", "#rollbackOffset"]  # fmt: skip
+    assert sorted(tuple(map(int, line.split()[1:])) for line in out.splitlines()[2:]) == [
+        (q, stored[q], before[q], stored[q], stored[q]) for q in sorted(before)]  # fmt: skip
     assert sum(com.query_offset("ResetG", "ResetT", q) for q in range(8)) == sum(stored.values())  # the end
     admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", str(t_mid))
     assert sum(com.query_offset("ResetG", "ResetT", q) for q in range(8)) == sum(stored.values()) // 2
@@ -434,6 +442,12 @@ def test_group_offset_and_config_verbs(servers: ServersInThread, capsys: pytest.
     code, out, err = admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "0",
                            "-f", "false")  # fmt: skip
     assert code == 0 and sum(com.query_offset("ResetG", "ResetT", q) for q in range(8)) == 0, err
+    # not forced: an offset the time finds ahead of the group's is not taken
+    kept = admin_json(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "-1", "-f",
+                      "false")["offsets"]  # fmt: skip
+    assert [(o["consumerOffset"], o["timestampOffset"], o["offset"]) for o in kept] == [
+        (0, stored[o["queueId"]], 0) for o in kept]  # fmt: skip
+    assert sum(com.query_offset("ResetG", "ResetT", q) for q in range(8)) == 0
     code, _, err = admin(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s", "yesterday")
     assert code == 1 and "not a timestamp" in err
     when = admin_json(capsys, "-n", ns, "resetOffsetByTime", "-g", "ResetG", "-t", "ResetT", "-s",

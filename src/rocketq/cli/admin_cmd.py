@@ -771,14 +771,21 @@ async def reset_offset_by_time(admin: MQAdmin, args: argparse.Namespace) -> None
     rows = await admin.reset_offset_by_time(args.topic, args.group, when, args.force, cplus=args.cplus)
     if args.json:
         _emit_json({"group": args.group, "topic": args.topic, "timestamp": when, "force": args.force,
-                    "offsets": [{"brokerName": b, "queueId": q, "offset": o} for b, q, o in rows]})  # fmt: skip
+                    "offsets": [r.to_json() for r in rows]})  # fmt: skip
         return
     print(f"rollback consumer offset by specified consumerGroup[{args.group}], topic[{args.topic}], "
           f"force[{str(args.force).lower()}], timestamp(string)[{args.timestamp}], "
           f"timestamp(long)[{when}]")  # fmt: skip
+    if rows and all(r.timestamp_offset is not None for r in rows):  # reset by the tool: ResetOffsetByTimeOldCommand
+        print(f"{'#brokerName':<20}  {'#queueId':<20}  {'#brokerOffset':<20}  {'#consumerOffset':<20}  "
+              f"{'#timestampOffset':<20}  {'#rollbackOffset':<20}")  # fmt: skip
+        for r in rows:
+            print(f"{r.broker_name:<20}  {r.queue_id:<20}  {r.broker_offset:<20}  {r.consumer_offset:<20}  "
+                  f"{r.timestamp_offset:<20}  {r.offset:<20}")  # fmt: skip
+        return
     print(f"{'#brokerName':<40}  {'#queueId':<40}  {'#offset':<40}")
-    for broker, queue, offset in rows:
-        print(f"{broker:<40}  {queue:<40}  {offset:<40}")
+    for r in rows:
+        print(f"{r.broker_name:<40}  {r.queue_id:<40}  {r.offset:<40}")
 
 
 @options("getBrokerConfig")

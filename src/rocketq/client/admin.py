@@ -210,6 +210,27 @@ class SendResult:
 
 
 @dataclass
+class OffsetReset:
+    """One queue's offset moved by ``resetOffsetByTime``. Reset by the tool itself (no consumer online:
+    ``ResetOffsetByTimeOldCommand``'s RollbackStats) it also says what it saw: the queue's max offset, the group's
+    offset before, and the offset the time found (which a reset that is not forced does not take forward)."""
+
+    broker_name: str
+    queue_id: int
+    offset: int
+    broker_offset: int | None = None
+    consumer_offset: int | None = None
+    timestamp_offset: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"brokerName": self.broker_name, "queueId": self.queue_id, "offset": self.offset}
+        if self.timestamp_offset is not None:
+            row.update(brokerOffset=self.broker_offset, consumerOffset=self.consumer_offset,
+                       timestampOffset=self.timestamp_offset)  # fmt: skip
+        return row
+
+
+@dataclass
 class PullResult:
     """``PullResult``: status name, offsets and the decoded messages (bodies inflated)."""
 
@@ -587,14 +608,14 @@ class MQAdmin:
         return addrs
 
     async def reset_offset_by_time(self, topic: str, group: str, timestamp: int, force: bool = True, *,
-                                   cplus: bool = False) -> list[tuple[str, int, int]]:  # fmt: skip
+                                   cplus: bool = False) -> list[OffsetReset]:  # fmt: skip
         """``resetOffsetByTimestamp``: the group's offsets of *topic* moved to *timestamp* (ms; -1: the end) on
-        every master of the topic, as (broker name, queue id, offset). Brokers tell the group's online
+        every master of the topic, queue by queue. Brokers tell the group's online
         consumers; with none online the offsets are committed here instead (``ResetOffsetByTimeOldCommand``),
         and only moved back unless *force*. With *cplus* the request says it comes from C++ (language CPP): the
         broker then tells the clients in ``ResetOffsetBodyForC``'s layout, which C++ clients read."""
         route = await self.topic_route(topic)
-        rows: list[tuple[str, int, int]] = []
+        rows: list[OffsetReset] = []
         fields = {"topic": topic, "group": group, "timestamp": timestamp, "isForce": force}
         for broker_name, addr in route.master_addrs():
             request = create_request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
@@ -607,12 +628,12 @@ class MQAdmin:
             body = as_mapping(json_compat.loads(self.check(r, f"reset offset of {group!r} on {addr}").body or b"{}"))
             for key, offset in as_mapping(body.get("offsetTable")).items():
                 _t, bname, qid = _mq_key(key)
-                rows.append((bname or broker_name, qid, as_int(offset)))
-        return sorted(rows)
+                rows.append(OffsetReset(bname or broker_name, qid, as_int(offset)))
+        return sorted(rows, key=lambda r: (r.broker_name, r.queue_id))
 
     async def _reset_offline(self, route: TopicRouteData, broker_name: str, addr: str, topic: str, group: str,
-                             timestamp: int, force: bool) -> list[tuple[str, int, int]]:  # fmt: skip
-        rows: list[tuple[str, int, int]] = []
+                             timestamp: int, force: bool) -> list[OffsetReset]:  # fmt: skip
+        rows: list[OffsetReset] = []
         for q in route.queue_datas:
             if q.broker_name != broker_name:
                 continue
@@ -620,14 +641,16 @@ class MQAdmin:
                 fields = {"consumerGroup": group, "topic": topic, "queueId": qid}
                 r = await self.invoke(addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, fields))
                 current = as_int(r.header.get_str("offset", "-1")) if r.code == ResponseCode.SUCCESS else -1
-                target = (await self.max_offset(addr, topic, qid) if timestamp == -1
-                          else await self.search_offset(addr, topic, qid, timestamp))  # fmt: skip
-                if not force and current >= 0 and target >= current:
-                    target = current
-                r = await self.invoke(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET,
-                                                           {**fields, "commitOffset": target}))  # fmt: skip
-                self.check(r, f"commit offset of {group!r} on {addr}")
-                rows.append((broker_name, qid, target))
+                top = await self.max_offset(addr, topic, qid)
+                found = top if timestamp == -1 else await self.search_offset(addr, topic, qid, timestamp)
+                target = found
+                if not force and current >= 0 and found > current:
+                    target = current  # only moved back: nothing committed
+                else:
+                    r = await self.invoke(addr, create_request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                                                               {**fields, "commitOffset": target}))  # fmt: skip
+                    self.check(r, f"commit offset of {group!r} on {addr}")
+                rows.append(OffsetReset(broker_name, qid, target, top, current, found))
         return rows
 
     async def producer_connection(self, group: str, topic: str) -> list[dict[str, Any]]:
