@@ -43,7 +43,7 @@ from rocketq.common.message import MessageExt
 from rocketq.common.message_json import host_to_string, message_to_dict
 from rocketq.common.mixall import DLQ_GROUP_TOPIC_PREFIX
 from rocketq.remoting.codes import RequestCode, ResponseCode, version_desc
-from rocketq.remoting.command import create_request
+from rocketq.remoting.command import create_request, ext_value
 from rocketq.store.store_config import PROPERTY_ALIASES
 
 #: ``QueryMsgByIdSubCommand``'s producer, which sends a message again.
@@ -1000,15 +1000,12 @@ async def get_acl_config(admin: MQAdmin, args: argparse.Namespace) -> None:
 
 def _java_text(value: object) -> str:
     """*value* as Java's ``String.valueOf`` writes it: null, true/false, [a, b] for a list, {k=v} for a map."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_java_text(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_java_text(k)}={_java_text(v)}" for k, v in value.items()) + "}"
-    return str(value)
+    text = ext_value(value)  # scalars as Java writes them: true/false, enum names, Double.toString
+    return "null" if text is None else text
 
 
 @options("queryMsgById")
