@@ -244,3 +244,25 @@ def test_offsets_outside_the_queue_are_corrected(tmp_path: Path) -> None:
     run(fill())
     (store / "config" / "delayOffset.json").write_text("{\n\t\"offsetTable\":{2:99\n\t}\n}")
     run(reopen())
+
+
+def test_a_delay_that_is_not_an_integer_is_refused(tmp_path: Path) -> None:
+    """4.9.4 reads ``DELAY`` with ``Integer.parseInt`` and the put fails where that throws; the message was stored
+    undelayed (delivered at once) before. The refusal names the property; nothing is stored."""
+
+    async def scenario() -> None:
+        async with running_broker(tmp_path / "s", messageDelayLevel=FAST_LEVELS) as broker, \
+                client_of(broker) as client:  # fmt: skip
+            for bad in ("abc", "1_0", " 2", "99999999999"):
+                r = await client.invoke(send_v2("BadDelay", b"x", queue_id=0, properties=props(DELAY=bad)))
+                assert r.code == ResponseCode.MESSAGE_ILLEGAL, (bad, r.code, r.remark)
+                assert "property DELAY" in (r.remark or "") and repr(bad) in (r.remark or "")
+            assert broker.store.get_max_phy_offset() == 0
+            for fine in ("0", "-3", "+1"):  # no delay, no delay, level 1
+                r = await client.invoke(send_v2("BadDelay", f"d{fine}".encode(), queue_id=0,
+                                                properties=props(DELAY=fine)))  # fmt: skip
+                assert r.code == ResponseCode.SUCCESS, (fine, r.remark)
+            await _wait_queue(broker, "BadDelay", 0, 3, 10)
+            assert sorted(m.body for m in await _read_queue(broker, "BadDelay", 0)) == [b"d+1", b"d-3", b"d0"]
+
+    run(scenario())

@@ -56,6 +56,7 @@ from rocketq.common.message import (
     TRANSACTION_NOT_TYPE,
     MessageExt,
     MessageExtBatch,
+    delay_level_of,
     properties_of_bytes,
     properties_to_string,
     string_to_properties,
@@ -214,13 +215,6 @@ def born_host_of(conn: RemotingConnection) -> tuple[str, int]:
     return peer
 
 
-def _delay_level(props: dict[str, str]) -> int:
-    try:
-        return int(props.get(PROPERTY_DELAY_TIME_LEVEL, "0"))
-    except ValueError:
-        return 0
-
-
 class SendMessageProcessor:
     """The send processor of a broker."""
 
@@ -324,7 +318,7 @@ class SendMessageProcessor:
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MULTI_TAGS_FLAG
-        delayed = PROPERTY_DELAY_TIME_LEVEL in props and _delay_level(props) > 0
+        delayed = PROPERTY_DELAY_TIME_LEVEL in props and delay_level_of(props) > 0
         transactional = PROPERTY_TRANSACTION_PREPARED in props and parse_bool(props[PROPERTY_TRANSACTION_PREPARED]) \
             and not (reconsume_times > 0 and delayed)  # fmt: skip
         if transactional and ctl.broker_config.reject_transaction_message:

@@ -71,12 +71,12 @@ from rocketq.broker.delayed_delivery import (
 from rocketq.broker.topic_validator import RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC
 from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     MessageExt,
+    delay_level_of,
     transaction_type,
 )
 from rocketq.common.mixall import RMQ_SYS_SCHEDULE_TOPIC
@@ -105,13 +105,6 @@ SCAN_BATCH = 2048
 
 
 # --- accepting -------------------------------------------------------------------------------------------
-def _delay_level(props: dict[str, str]) -> int:
-    try:
-        return int(props.get(PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
-    except ValueError:
-        return 0
-
-
 def deliver_time_of(props: dict[str, str], now: int) -> int | None:
     """The due time a timer message asks for (``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS``, ``TIMER_DELIVER_MS``,
     ``__STARTDELIVERTIME``, in 5.x's order of precedence); None when it asks for none. Raises ValueError."""
@@ -142,7 +135,7 @@ def transform_timer_message(msg: MessageExt, *, enabled: bool = True, max_delay_
         return None
     if msg.topic in _NOT_TIMED_TOPICS or PROPERTY_TIMER_OUT_MS in props:
         return None
-    if _delay_level(props) > 0:
+    if delay_level_of(props) > 0:
         if any(name in props for name in TIMER_PROPERTIES):
             for name in TIMER_PROPERTIES:
                 props.pop(name, None)

@@ -11,11 +11,13 @@
   Java's decoder does.
 - ``java_string_hashes`` / ``java_string_hashes_after``: ``String.hashCode``
   of many strings at once with numpy (index keys are hashed a batch at a time).
+- ``parse_java_int``: ``Integer.parseInt``'s accepted texts (a property such as ``DELAY``).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import zlib
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -23,6 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 _MASK32 = 0xFFFFFFFF
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
 _V = TypeVar("_V")
 
 
@@ -37,6 +40,15 @@ def java_string_hash(s: str) -> int:
         for i in range(0, len(units), 2):
             h = (31 * h + ((units[i] << 8) | units[i + 1])) & _MASK32
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+def parse_java_int(text: str) -> int | None:
+    """``Integer.parseInt``: an optional sign and ASCII digits, within 32 bits; None where Java would throw
+    (Python's ``int`` also takes spaces, underscores and other digits)."""
+    if not _JAVA_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(1 << 31) <= value < (1 << 31) else None
 
 
 def crc32_masked(data: bytes | bytearray | memoryview) -> int:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from operator import methodcaller
 from typing import Final
 
+from rocketq.common.javacompat import parse_java_int
+
 # --- MessageSysFlag (store-format §3.4) ------------------------------------
 COMPRESSED_FLAG: Final = 0x1
 MULTI_TAGS_FLAG: Final = 0x2
@@ -80,6 +82,13 @@ PROPERTY_SEPARATOR: Final = "\x02"
 def wait_store_msg_ok(value: str | None) -> bool:
     """``Message.isWaitStoreMsgOK`` of a ``WAIT`` property's value: true when unset, else whether it says true."""
     return value is None or value.strip().lower() == "true"
+
+
+def delay_level_of(props: dict[str, str]) -> int:
+    """``Message.getDelayTimeLevel``: the ``DELAY`` property as a level; 0 when it is absent, empty or not an
+    integer (the store refuses a message whose ``DELAY`` is not one, as 4.9.4's put fails there)."""
+    raw = props.get(PROPERTY_DELAY_TIME_LEVEL)
+    return (parse_java_int(raw) or 0) if raw else 0
 
 
 def producer_batch_size(bodies: Iterable[bytes], properties_bytes: Iterable[bytes]) -> int:

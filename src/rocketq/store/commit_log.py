@@ -51,7 +51,13 @@ from rocketq.common.codec import (
     read_size_and_magic,
     store_timestamp_pos,
 )
-from rocketq.common.javacompat import decode_utf8_java, hashmap_ordered, java_hashes_of_ranges, java_string_hash
+from rocketq.common.javacompat import (
+    decode_utf8_java,
+    hashmap_ordered,
+    java_hashes_of_ranges,
+    java_string_hash,
+    parse_java_int,
+)
 from rocketq.common.message import (
     BORNHOST_V6_FLAG,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -267,22 +273,23 @@ class CommitLog:
         return offset + size - offset % size
 
     # --- appending -------------------------------------------------------------------
-    def _delay_rewrite(self, msg: MessageExt) -> None:
-        """Turn a delayed message into a ``SCHEDULE_TOPIC_XXXX`` record (§3.7 step 3)."""
+    def _delay_rewrite(self, msg: MessageExt) -> PutMessageResult | None:
+        """Turn a delayed message into a ``SCHEDULE_TOPIC_XXXX`` record (§3.7 step 3); a refusal when its
+        ``DELAY`` is not a number (4.9.4's ``getDelayTimeLevel`` throws there and the put fails)."""
         if PROPERTY_DELAY_TIME_LEVEL not in msg.properties:
-            return
+            return None
         tt = transaction_type(msg.sys_flag)
         if tt not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) or msg.topic == RMQ_SYS_SCHEDULE_TOPIC:
-            return
+            return None
         raw = msg.properties.get(PROPERTY_DELAY_TIME_LEVEL)
         if not raw:
-            return
-        try:
-            level = int(raw)
-        except ValueError:
-            return
+            return None
+        level = parse_java_int(raw)
+        if level is None:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    error=f"the delay level (property DELAY) {raw!r} is not an integer")  # fmt: skip
         if level <= 0:
-            return
+            return None
         if level > self.max_delay_level:
             level = self.max_delay_level
             msg.properties[PROPERTY_DELAY_TIME_LEVEL] = str(level)
@@ -293,13 +300,16 @@ class CommitLog:
         msg.properties_bytes = None
         msg.topic = RMQ_SYS_SCHEDULE_TOPIC
         msg.queue_id = level - 1
+        return None
 
     def put_message(self, msg: MessageExt) -> PutMessageResult:
         """Append one message (delayed messages go to ``SCHEDULE_TOPIC_XXXX``)."""
         if self.read_only:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, error="store is open read-only")
         if PROPERTY_DELAY_TIME_LEVEL in msg.properties:
-            self._delay_rewrite(msg)
+            refused = self._delay_rewrite(msg)
+            if refused is not None:
+                return refused
         return self._put_one(msg)
 
     def put_messages(self, msgs: list[MessageExt], *, batch: bool = True) -> PutMessageResult:
