@@ -1008,15 +1008,25 @@ def _java_text(value: object) -> str:
     return "null" if text is None else text
 
 
+def _consume_directly_options(p: argparse.ArgumentParser) -> None:
+    """-g and -d of the message queries: have one client of a group consume the message again."""
+    p.add_argument("-g", "--consumerGroup", dest="group", help="with -d: have this group's client consume it again")
+    p.add_argument("-d", "--clientId", dest="client_id", help="with -g: the client that consumes it (its listener "
+                   "is called directly; nothing is committed)")  # fmt: skip
+
+
+def _check_consume_directly(args: argparse.Namespace) -> None:
+    if bool(args.group) != bool(args.client_id):
+        raise AdminError("-g and -d go together: the consumer group and the client id of the consumer to use")
+
+
 @options("queryMsgById")
 def _query_by_id_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--msgId", dest="msg_id", required=True,
                    help="offset message id, or a client message id (UNIQ_KEY) with -t; "
                    "several separated by ','")  # fmt: skip
     p.add_argument("-t", "--topic", help="topic, to look a client message id up in the index")
-    p.add_argument("-g", "--consumerGroup", dest="group", help="with -d: have this group's client consume it again")
-    p.add_argument("-d", "--clientId", dest="client_id", help="with -g: the client that consumes it (its listener "
-                   "is called directly; nothing is committed)")  # fmt: skip
+    _consume_directly_options(p)
     p.add_argument("-s", "--sendMessage", dest="resend", type=_bool, default=False,
                    help="true: send the message again, as a producer would (same topic, body and properties)")
     p.add_argument("-u", "--unitName", dest="unit_name",
@@ -1027,8 +1037,7 @@ def _query_by_id_options(p: argparse.ArgumentParser) -> None:
 @verb("queryMsgById", "Show a message by its offset message id, or by its client id within a topic.",
       "rocketq admin -n 127.0.0.1:9876 queryMsgById -t TopicA -i 7F00000100002A9F0000000000000000")  # fmt: skip
 async def query_msg_by_id(admin: MQAdmin, args: argparse.Namespace) -> None:
-    if bool(args.group) != bool(args.client_id):
-        raise AdminError("-g and -d go together: the consumer group and the client id of the consumer to use")
+    _check_consume_directly(args)
     msgs: list[MessageExt] = []
     for msg_id in [m.strip() for m in args.msg_id.split(",") if m.strip()]:
         msgs.extend(await admin.query_message_by_id(msg_id, args.topic.strip() if args.topic else None))
@@ -1068,9 +1077,7 @@ async def _resend(admin: MQAdmin, msgs: list[MessageExt], json_out: bool) -> Non
 def _query_by_unique_key_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="the client message id (UNIQ_KEY)")
     p.add_argument("-t", "--topic", required=True, help="topic of the message")
-    p.add_argument("-g", "--consumerGroup", dest="group", help="with -d: have this group's client consume it again")
-    p.add_argument("-d", "--clientId", dest="client_id", help="with -g: the client that consumes it (its listener "
-                   "is called directly; nothing is committed)")  # fmt: skip
+    _consume_directly_options(p)
     p.add_argument("-a", "--showAll", dest="show_all", action="store_true",
                    help="every message stored with that id (at most 32), not only the first stored")
 
@@ -1079,8 +1086,7 @@ def _query_by_unique_key_options(p: argparse.ArgumentParser) -> None:
       "rocketq admin -n 127.0.0.1:9876 queryMsgByUniqueKey -t TopicA -i 7F0000010C2B18B4AAC2337A2E4C0000"
       )  # fmt: skip
 async def query_msg_by_unique_key(admin: MQAdmin, args: argparse.Namespace) -> None:
-    if bool(args.group) != bool(args.client_id):
-        raise AdminError("-g and -d go together: the consumer group and the client id of the consumer to use")
+    _check_consume_directly(args)
     topic, msg_id = args.topic.strip(), args.msg_id.strip()
     msgs = await admin.query_message(topic, msg_id, max_num=32, unique_key=True)
     if not msgs:  # as queryMessageByUniqKey: "query message by key finished, but no message."
