@@ -96,6 +96,17 @@ def test_signature_is_hmac_sha1_of_the_sorted_values_then_the_body() -> None:
     assert "SecurityToken" not in signed
 
 
+def test_a_unique_key_query_is_signed_as_the_broker_checks_it(tmp_path: Path) -> None:
+    """The broker leaves _UNIQUE_KEY_QUERY out of the signed content; the client does too (Java's hook signs it,
+    and its unique-key queries under ACL fail with "Check signature failed")."""
+    validator = PlainAccessValidator(PlainPermissionManager(_home(tmp_path), watch_interval=None))
+    request = create_request(RequestCode.QUERY_MESSAGE, {"topic": "topicB", "key": "K", "maxNum": 32,
+                                                         "beginTimestamp": 0, "endTimestamp": 1,
+                                                         "_UNIQUE_KEY_QUERY": True})  # fmt: skip
+    AclClientRPCHook(ACCOUNT).before_request("127.0.0.1:10911", request)
+    validator.before_request("127.0.0.1:50000", request)
+
+
 def test_security_token_is_sent_and_signed() -> None:
     creds = SessionCredentials("ak1234567", "secret12", "tok")
     signed = sign_fields({"x": "1"}, None, creds)
@@ -209,6 +220,13 @@ def test_validator_resources_of_each_request_code(tmp_path: Path) -> None:
     refused(_signed(RequestCode.SEND_MESSAGE_V2, {**send, "a": "groupA", "b": "%RETRY%groupA"}), "group:groupA")
     ok(_signed(RequestCode.PULL_MESSAGE, {"consumerGroup": "groupC", "topic": "topicC"}))
     refused(_signed(RequestCode.PULL_MESSAGE, {"consumerGroup": "groupA", "topic": "topicC"}), "group:groupA")
+    # 5.x's LITE_PULL_MESSAGE, which rocketq serves, is a pull: the same checks (it read denied topics)
+    refused(_signed(RequestCode.LITE_PULL_MESSAGE, {"consumerGroup": "groupC", "topic": "topicA"}), "topic:topicA")
+    refused(_signed(RequestCode.LITE_PULL_MESSAGE, {"consumerGroup": "groupA", "topic": "topicC"}), "group:groupA")
+    ok(_signed(RequestCode.LITE_PULL_MESSAGE, {"consumerGroup": "groupC", "topic": "topicC"}))
+    # both refused: the one named is the first of Java's HashMap of them (topicA's bucket comes before %RETRY%groupA's)
+    refused(_signed(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "groupA", "topic": "topicA"}),
+            "No default permission for topic:topicA")  # fmt: skip
     ok(_signed(RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "anyGroup"}))  # defaultGroupPerm SUB
     ok(_signed(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "groupB", "topic": "topicB"}))
     refused(_signed(RequestCode.QUERY_MESSAGE, {"topic": "topicA"}), "topic:topicA")
@@ -261,6 +279,84 @@ def test_accounts_over_several_files_first_one_wins(tmp_path: Path) -> None:
 def test_a_bad_acl_file_stops_the_start_with_a_reason(tmp_path: Path, text: str) -> None:
     with pytest.raises(AclError):
         PlainPermissionManager(_home(tmp_path, text), watch_interval=None)
+
+
+@pytest.mark.parametrize(("value", "admin"), [
+    ("true", True), ("1", True), ('"1"', True), ('"Y"', True), ('"T"', True), ("1.0", True), ("yes", True),
+    ("false", False), ("0", False), ('"N"', False), ('"F"', False), ("2", False), ("", False),
+    ('"yes"', None), ('" true "', None), ('"maybe"', None),
+])  # fmt: skip
+def test_admin_values_are_read_as_fastjson_reads_them(tmp_path: Path, value: str, admin: bool | None) -> None:
+    """fastjson's castToBoolean: 1, "1", "Y" and "T" make an admin too; a word it does not know makes the file
+    invalid (4.9.4 does not start with it; "yes" unquoted is YAML's true)."""
+    text = f"accounts:\n  - accessKey: someone1\n    secretKey: 12345678\n    admin: {value}\n"
+    if admin is None:
+        with pytest.raises(AclError, match="can not cast to boolean"):
+            PlainPermissionManager(_home(tmp_path, text), watch_interval=None)
+        return
+    manager = PlainPermissionManager(_home(tmp_path, text), watch_interval=None)
+    assert manager._state.accounts["someone1"].admin is admin
+
+
+def test_permissions_must_be_lists(tmp_path: Path) -> None:
+    text = "accounts:\n  - {accessKey: someone1, secretKey: 12345678, topicPerms: topicA=PUB}\n"
+    with pytest.raises(AclError, match="topicPerms is not a list"):
+        PlainPermissionManager(_home(tmp_path, text), watch_interval=None)
+
+
+def test_linked_files_and_directories(tmp_path: Path) -> None:
+    """As 4.9.4 (File.listFiles, writing in place): a linked directory under conf/acl is read (a loop of links
+    once); a rewritten file keeps its mode, and a link is written through, not replaced."""
+    home = _home(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "deeper").mkdir(parents=True)
+    (elsewhere / "deeper" / "extra.yml").write_text(
+        "accounts:\n  - {accessKey: linkeduser, secretKey: 12345678, defaultTopicPerm: PUB}\n", encoding="utf-8")
+    (home / "conf" / "acl").mkdir()
+    (home / "conf" / "acl" / "team").symlink_to(elsewhere)
+    (elsewhere / "deeper" / "loop").symlink_to(elsewhere)  # a cycle of links
+    default = home / "conf" / "plain_acl.yml"
+    real_default = tmp_path / "secrets" / "plain_acl.yml"
+    real_default.parent.mkdir()
+    real_default.write_text(default.read_text(), encoding="utf-8")
+    real_default.chmod(0o600)
+    default.unlink()
+    default.symlink_to(real_default)
+    manager = PlainPermissionManager(home, watch_interval=None)
+    assert "linkeduser" in manager._state.accounts
+    assert [Path(f).name for f in manager.acl_files()] == ["extra.yml", "plain_acl.yml"]
+    manager.update_access_config(PlainAccessConfig("newbie01", "newsecret"))
+    assert manager.update_global_white_addrs(["127.0.0.*"])
+    assert default.is_symlink() and (real_default.stat().st_mode & 0o777) == 0o600
+    data = yaml.safe_load(real_default.read_text())
+    assert data["globalWhiteRemoteAddresses"] == ["127.0.0.*"] and data["accounts"][-1]["accessKey"] == "newbie01"
+    assert not list(real_default.parent.glob("*.tmp"))
+
+
+def test_an_emptied_file_keeps_its_accounts_until_it_says_something(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """4.9.4's reload of one file skips a file with no data: its accounts stay. A reload that fails is logged
+    once, not at every look."""
+    home = _home(tmp_path)
+    manager = PlainPermissionManager(home, watch_interval=0.05)
+    validator = PlainAccessValidator(manager)
+    request = _signed(RequestCode.SEND_MESSAGE_V2, {"a": "groupB", "b": "topicB"})
+    default = home / "conf" / "plain_acl.yml"
+    try:
+        default.write_text("", encoding="utf-8")
+        time.sleep(0.3)
+        validator.before_request("127.0.0.1:1", request)  # RocketMQ is still known
+        default.write_text("accounts: [\n", encoding="utf-8")
+        time.sleep(0.5)
+        assert len([r for r in caplog.records if "not read again" in r.getMessage()]) == 1
+        default.write_text("accounts:\n  - {accessKey: someone1, secretKey: 12345678}\n", encoding="utf-8")
+        deadline = time.monotonic() + 10
+        while "someone1" not in manager._state.accounts and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(AclError, match="No acl config for RocketMQ"):
+            validator.before_request("127.0.0.1:1", request)
+    finally:
+        manager.shutdown()
 
 
 def test_missing_default_file_is_made_empty(tmp_path: Path) -> None:
@@ -396,9 +492,19 @@ def test_cli_acl_verbs_and_signed_produce(acl_cluster: tuple[e2e.Cluster, Path],
     # as Java prints them: [a, b], false, {k=v}; no Python reprs
     assert code == 0 and "10.10.103.*, " in out and "admin             : false" in out, err
     assert "['" not in out and "False" not in out and "None" not in out
+    # as mqadmin: no line of its own for the broker, nothing where a field is null
+    assert "#broker" not in out and out.startswith("\nglobalWhiteRemoteAddresses: [")
+    cli_user = out.split("accessKey         : cliuser1\n", 1)[1]
+    assert cli_user.splitlines()[1] == "  whiteRemoteAddress: "
     code, out, err = _cli("admin", "-n", ns, "clusterAclConfigVersion", "-c", "DefaultCluster", *admin,
                           capsys=capsys)  # fmt: skip
-    assert code == 0 and "plain_acl.yml" in out and "#AclConfigVersionNum" in out, err
+    assert code == 0 and "plain_acl.yml" in out and out.startswith("#Cluster Name"), err
+    assert out.endswith("get cluster's plain access config version success.\n")
+    row = next(line for line in out.splitlines() if "plain_acl.yml" in line)
+    assert len(row.split()[-2]) == 10 and len(row.split()[-1]) == 8  # yyyy-MM-dd HH:mm:ss
+    code, out, err = _cli("admin", "-n", ns, "clusterAclConfigVersion", "-b", broker, *admin, capsys=capsys)
+    assert code == 0 and not out.startswith("#") and "plain_acl.yml" in out, err
+    assert out.endswith("get broker's plain access config version success.\n")
     code, out, err = _cli("produce", "-n", ns, "-t", "cliTopic", "--count", "3", "--access-key", "cliuser1",
                           "--secret-key", "clisecret", capsys=capsys)  # fmt: skip
     assert code == 0, err

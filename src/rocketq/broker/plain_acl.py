@@ -38,6 +38,7 @@ import dataclasses
 import ipaddress
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -57,6 +58,7 @@ from rocketq.common.acl import (
 )
 from rocketq.common.errors import RocketqError
 from rocketq.common.heartbeat import HeartbeatData
+from rocketq.common.javacompat import hashmap_key_order
 from rocketq.common.mixall import RETRY_GROUP_TOPIC_PREFIX
 from rocketq.remoting.codes import RequestCode
 from rocketq.remoting.command import RemotingCommand, ext_value
@@ -303,13 +305,30 @@ def remote_address_strategy(address: str | None) -> AddressMatch:
 # --- accounts -------------------------------------------------------------------------------------------------------
 
 
-def _texts(value: Any) -> list[str] | None:
-    """A YAML list (or one scalar) as the Java bean's List<String> gets it (``ext_value`` of each item)."""
+def _texts(value: Any, name: str) -> list[str] | None:
+    """A YAML list as the Java bean's List<String> gets it (``ext_value`` of each item); fastjson refuses
+    anything else there, and so the file."""
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
         return [t for t in map(ext_value, value) if t is not None]
-    return [ext_value(value) or ""]
+    raise AclError(f"{name} is not a list: {value!r}")
+
+
+def _fastjson_bool(value: Any, name: str) -> bool:
+    """A YAML value as fastjson's ``castToBoolean`` makes the Java bean's boolean of it: true, 1, "1", "Y" and
+    "T" are true; false, 0, "0", "N", "F", "", "null" and nothing are false; anything else makes the file
+    invalid (4.9.4 does not read it)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, (int, float)):
+        return int(value) == 1
+    if isinstance(value, str):
+        if value in ("", "null", "NULL", "0", "N") or value.lower() == "false" or value.upper() == "F":
+            return False
+        if value in ("1", "T") or value.lower() == "true" or value.upper() == "Y":
+            return True
+    raise AclError(f"can not cast to boolean, {name} : {value}")
 
 
 @dataclasses.dataclass
@@ -327,12 +346,11 @@ class PlainAccessConfig:
 
     @classmethod
     def from_yaml(cls, item: Mapping[str, Any]) -> PlainAccessConfig:
-        admin = item.get("admin")
         return cls(ext_value(item.get("accessKey")), ext_value(item.get("secretKey")),
-                   ext_value(item.get("whiteRemoteAddress")),
-                   admin is True or (isinstance(admin, str) and admin.strip().lower() == "true"),
+                   ext_value(item.get("whiteRemoteAddress")), _fastjson_bool(item.get("admin"), "admin"),
                    ext_value(item.get("defaultTopicPerm")), ext_value(item.get("defaultGroupPerm")),
-                   _texts(item.get("topicPerms")), _texts(item.get("groupPerms")))  # fmt: skip
+                   _texts(item.get("topicPerms"), "topicPerms"),
+                   _texts(item.get("groupPerms"), "groupPerms"))  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         """The members fastjson writes (sorted, nulls left out), for GET_BROKER_CLUSTER_ACL_CONFIG."""
@@ -434,6 +452,8 @@ class PlainPermissionManager:
         self._lock = threading.RLock()  # writers: a reload, an admin update
         self._state = _Snapshot()
         self._stamps: dict[str, float] = {}
+        self._failed_stamps: dict[str, float] | None = None  # the files as they were when a reload failed
+        self._file_data: dict[str, dict[str, Any]] = {}  # what each file said when last read with data
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.load()
@@ -447,7 +467,13 @@ class PlainPermissionManager:
         """``conf/acl/**/*.yml|yaml`` and ``conf/plain_acl.yml``, as ``getAllAclFiles`` lists them."""
         found: list[str] = []
         if self.acl_dir.is_dir():
-            for root, dirs, names in os.walk(self.acl_dir):
+            seen: set[str] = set()  # directories by their real path: links are followed (as File.listFiles does),
+            for root, dirs, names in os.walk(self.acl_dir, followlinks=True):  # but a loop of links only once
+                real = os.path.realpath(root)
+                if real in seen:
+                    dirs.clear()
+                    continue
+                seen.add(real)
                 dirs.sort()
                 for name in sorted(names):
                     if name.endswith((".yml", ".yaml")) and name != "tools.yml":
@@ -471,8 +497,9 @@ class PlainPermissionManager:
             raise AclError(f"the ACL file {path} is not a map of globalWhiteRemoteAddresses and accounts")
         return data
 
-    def load(self) -> None:
-        """Read every ACL file (``load()``); the default file is made, empty, when missing."""
+    def load(self, *, reload: bool = False) -> None:
+        """Read every ACL file (``load()``); the default file is made, empty, when missing. On a *reload* a file
+        that says nothing now keeps what it said before, as 4.9.4's reload of a file skips a file with no data."""
         with self._lock:
             if not self.default_file.exists():
                 try:
@@ -486,10 +513,16 @@ class PlainPermissionManager:
             versions: dict[str, DataVersion] = {}
             files = self.acl_files()
             stamps = _modified_times(files)
+            file_data: dict[str, dict[str, Any]] = {}
             for path in files:
                 data = self._read(path)
                 if not data:
-                    continue
+                    kept = self._file_data.get(path) if reload else None
+                    if kept is None:
+                        continue
+                    log.warning("No data in %s, skip it: what it said before stays in force", path)
+                    data = kept
+                file_data[path] = data
                 try:
                     for entry in data.get("globalWhiteRemoteAddresses") or ():
                         white.append(remote_address_strategy(ext_value(entry)))
@@ -507,14 +540,19 @@ class PlainPermissionManager:
                 versions[path] = _data_version(data)
             self._state = _Snapshot(tuple(files), accounts, key_files, tuple(white), versions)
             self._stamps = stamps
+            self._file_data = file_data
 
     def _watch(self, interval: float) -> None:
         while not self._stopped.wait(interval):
+            stamps: dict[str, float] | None = None
             try:
-                if _modified_times(self.acl_files()) != self._stamps:
-                    self.load()
+                stamps = _modified_times(self.acl_files())
+                if stamps != self._stamps and stamps != self._failed_stamps:  # a failure is told once a change
+                    self.load(reload=True)
+                    self._failed_stamps = None
                     log.info("ACL files read again: %d accounts", len(self._state.accounts))
             except AclError as e:
+                self._failed_stamps = stamps
                 log.error("ACL files not read again, the accounts in force stay: %s", e)
             except Exception:  # pragma: no cover - the watch must go on
                 log.exception("watching the ACL files failed")
@@ -525,18 +563,31 @@ class PlainPermissionManager:
             self._thread.join(timeout=5)
 
     def _write(self, path: str, data: dict[str, Any]) -> None:
-        """``updateAclConfigFileVersion`` then ``writeDataObject``: next dataVersion, file rewritten, read again."""
+        """``updateAclConfigFileVersion`` then ``writeDataObject``: next dataVersion, file rewritten, read again.
+
+        Written whole beside the file, then renamed over it (a crash leaves the old file or the new one, never
+        half of one), with the file's own mode (its secret keys stay as private as they were), through a
+        symbolic link to the file it names, as 4.9.4's writing in place keeps both."""
         version = _data_version(data)
         version.next_version()
         data["dataVersion"] = [{"counter": version.counter, "timestamp": version.timestamp}]
-        tmp = f"{path}.tmp"
+        real = os.path.realpath(path)
+        tmp = f"{real}.tmp"
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
+            try:
+                mode = stat.S_IMODE(os.stat(real).st_mode)
+            except FileNotFoundError:
+                mode = 0o644
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            with open(fd, "w", encoding="utf-8") as f:
+                os.fchmod(fd, mode)  # as it was, whatever the umask
                 yaml.safe_dump(data, f, default_flow_style=False, sort_keys=False, allow_unicode=True)
-            os.replace(tmp, path)
+            os.replace(tmp, real)
         except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
             raise AclError(f"cannot write {path}: {e.strerror}") from e
-        self.load()
+        self.load(reload=True)
 
     # --- the ACL admin codes ----------------------------------------------------------------------------------
     def update_access_config(self, config: PlainAccessConfig) -> None:
@@ -584,9 +635,7 @@ class PlainPermissionManager:
         if not target.is_file():
             log.error("ACL file %s does not exist or is a directory", path)
             return False
-        try:
-            target.resolve().relative_to(self.home.resolve())
-        except ValueError:
+        if not os.path.join(os.getcwd(), path).startswith(os.path.abspath(self.home)):  # as 4.9.4: the path as given
             log.error("ACL file %s is not under %s", path, self.home)
             return False
         for addr in addrs:
@@ -649,7 +698,9 @@ class PlainPermissionManager:
         if needed is None or (account.perms is None and account.admin):
             return
         owned = account.perms or {}
-        for resource, perm in needed.items():
+        # In the order Java's HashMap of them iterates: the first refused names the same resource as 4.9.4's.
+        for resource in (needed if len(needed) < 2 else hashmap_key_order(needed)):
+            perm = needed[resource]
             is_group = resource.startswith(RETRY_GROUP_TOPIC_PREFIX)
             has = owned.get(resource)
             if has is None:
@@ -747,7 +798,7 @@ class PlainAccessValidator:
                     access.need(topic, PUB)
             elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
                 access.need(retry_topic(fields.get("group")), SUB)
-            elif code == RequestCode.PULL_MESSAGE:
+            elif code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):  # 5.x's lite pull: a pull
                 access.need(fields.get("topic"), SUB)
                 access.need(retry_topic(fields.get("consumerGroup")), SUB)
             elif code == RequestCode.QUERY_MESSAGE:

@@ -39,6 +39,7 @@ from rocketq.client.admin import (
     TopicRouteData,
 )
 from rocketq.common import json_compat
+from rocketq.common.javacompat import hashmap_key_order
 from rocketq.common.message import MessageExt
 from rocketq.common.message_json import host_to_string, message_to_dict
 from rocketq.common.mixall import DLQ_GROUP_TOPIC_PREFIX
@@ -967,12 +968,17 @@ async def cluster_acl_config_version(admin: MQAdmin, args: argparse.Namespace) -
     if args.json:
         _emit_json({"brokers": rows})
         return
-    print(f"{'#Cluster Name':<16}  {'#Broker Name':<22}  {'#Broker Addr':<22}  {'#AclFilePath':<40}  "
-          f"{'#AclConfigVersionNum':<22}  {'#AclLastUpdateTime':<22}")  # fmt: skip
+    if args.cluster:  # as mqadmin: a header for a cluster's table only
+        print(f"{'#Cluster Name':<16}  {'#Broker Name':<22}  {'#Broker Addr':<22}  {'#AclFilePath':<20}  "
+              f"{'#AclConfigVersionNum':<22}  {'#AclLastUpdateTime':<22}")  # fmt: skip
     for row in rows:
-        for path, version in sorted(row["files"].items()):
-            print(f"{row['clusterName']:<16}  {row['brokerName']:<22}  {row['brokerAddr']:<22}  {path:<40}  "
-                  f"{version.get('counter', 0)!s:<22}  {_human_time(int(version.get('timestamp', 0)))}")  # fmt: skip
+        files = row["files"]
+        for path in hashmap_key_order(files):  # the order of the HashMap mqadmin reads the files into
+            version = files[path]
+            when = _dt.datetime.fromtimestamp(int(version.get("timestamp", 0)) / 1000).strftime("%Y-%m-%d %H:%M:%S")
+            print(f"{row['clusterName']:<16}  {row['brokerName']:<22}  {row['brokerAddr']:<22}  {path:<20}  "
+                  f"{version.get('counter', 0)!s:<22}  {when:<22}")  # fmt: skip
+    print(f"get {'cluster' if args.cluster else 'broker'}'s plain access config version success.")
 
 
 @options("getAclConfig")
@@ -987,14 +993,15 @@ async def get_acl_config(admin: MQAdmin, args: argparse.Namespace) -> None:
     if args.json:
         _emit_json({"brokers": [{"brokerAddr": addr, **body} for addr, body in configs]})
         return
-    for addr, body in configs:
-        print(f"\n#broker {addr}")
+    for _addr, body in configs:  # GetAccessConfigSubCommand.printClusterBaseInfo, broker after broker
+        print()
         print(f"{'globalWhiteRemoteAddresses':<20}: {_java_text(body.get('globalWhiteAddrs') or [])}")
         print("\naccounts:")
         for account in body.get("plainAccessConfigs") or []:
             for name in ("accessKey", "secretKey", "whiteRemoteAddress", "admin", "defaultTopicPerm",
-                         "defaultGroupPerm", "topicPerms", "groupPerms"):  # fmt: skip
-                print(f"  {name:<18}: {_java_text(account.get(name))}")
+                         "defaultGroupPerm", "topicPerms", "groupPerms"):  # PlainAccessConfig's fields, in order
+                value = account.get(name, False if name == "admin" else None)  # admin: a boolean, never null
+                print(f"  {name:<18}: {'' if value is None else _java_text(value)}")
             print()
 
 

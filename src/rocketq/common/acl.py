@@ -81,5 +81,8 @@ def sign_fields(fields: dict[str, str], body: bytes | None, credentials: Session
     if credentials.security_token is not None:
         fields[SECURITY_TOKEN] = credentials.security_token
     fields.pop(SIGNATURE, None)
-    fields[SIGNATURE] = calc_signature(request_content(fields, body), credentials.secret_key)
+    # The broker leaves _UNIQUE_KEY_QUERY out of what it checks; Java's hook signs it, so its unique-key queries
+    # fail under ACL. It is left out here too, so that they work.
+    content = request_content(fields, body, skip=(SIGNATURE, UNIQUE_MSG_QUERY_FLAG))
+    fields[SIGNATURE] = calc_signature(content, credentials.secret_key)
     return fields
