@@ -48,7 +48,7 @@ from rocketq.spark.broker_source import (
     plan_stream,
     share_limit,
 )
-from rocketq.spark.options import OptionError, parse_broker_options, parse_sink_options, source_kind
+from rocketq.spark.options import OptionError, parse_broker_options, parse_options, parse_sink_options, source_kind
 from test_client_e2e import InProcessServers
 
 pytestmark = pytest.mark.spark
@@ -140,6 +140,19 @@ def test_options_choose_the_source_and_refuse_mistakes() -> None:
     with pytest.raises(OptionError, match="maxMessagesPerTrigger"):
         parse_broker_options({"namesrv": "127.0.0.1:9876", "topic": "T", "maxMessagesPerTrigger": "0"},
                              streaming=True)  # fmt: skip
+    # a store read's options, or a near miss of its own, are refused, not dropped (a time-bounded read read all)
+    ns = {"namesrv": "127.0.0.1:9876", "topic": "T"}
+    for option, why in (("startTime", "option startTime is an option of a store read; a broker read does not"),
+                        ("mode", "option mode is an option of a store read"),
+                        ("startingOffset", "did you mean startingOffsets"),
+                        ("producerGroup", "option producerGroup is an option of a write")):  # fmt: skip
+        with pytest.raises(OptionError, match=why):
+            parse_broker_options({**ns, option.lower(): "x"}, streaming=False)
+    with pytest.raises(OptionError, match=r"option startingOffsets is an option of a (store|broker) read; a write"):
+        parse_sink_options({"namesrv": "127.0.0.1:9876", "startingoffsets": "earliest"})
+    with pytest.raises(OptionError, match="option consumerGroup is an option of a broker read"):
+        parse_options({"path": "/x", "consumergroup": "g"})
+    assert parse_sink_options({"namesrv": "127.0.0.1:9876", "checkpointlocation": "/tmp/c"}).topic is None
     batch = parse_broker_options({"namesrv": "127.0.0.1:9876", "topic": "A, B"}, streaming=False)
     stream = parse_broker_options({"namesrv": "127.0.0.1:9876", "topic": "A"}, streaming=True)
     assert batch.topics == ("A", "B") and batch.starting.default == -2 and stream.starting.default == -1

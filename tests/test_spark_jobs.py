@@ -288,3 +288,58 @@ def test_a_failed_rebuild_waits_for_the_tasks_still_running() -> None:
     start = time.monotonic()
     _wait_tasks_gone(context(stuck), timeout=0.3)  # a task that never ends: the wait ends anyway
     assert 0.25 <= time.monotonic() - start < 5
+
+
+def _torn_crashed_store(tmp_path: Path) -> tuple[Path, Path, int]:
+    """The golden crashed store with its last record torn (its second half zeroed, as a power loss can leave it):
+    the store, a broker.conf for it, and where the torn record starts."""
+    from rocketq.spark.commit_log_walk import walk_records
+
+    crashed = GOLDEN_STORE / "crashed"
+    store = copy_store(crashed / "store", tmp_path / "torn")
+    conf = tmp_path / "torn.conf"
+    conf.write_text((crashed / "broker.conf").read_text().replace("<store>", str(store)))
+    for last in sorted((store / "commitlog").iterdir(), reverse=True):  # the last file with records in it
+        data = last.read_bytes()
+        positions = walk_records(data, 0, len(data), len(data)).positions
+        if positions:
+            break
+    pos = positions[-1]
+    size = int.from_bytes(data[pos : pos + 4], "big")
+    with open(last, "r+b") as f:
+        f.seek(pos + size // 2)
+        f.write(bytes(size - size // 2))
+    assert (store / "abort").exists()
+    return store, conf, int(last.name) + pos
+
+
+def test_a_crashed_store_is_read_up_to_where_recovery_ends_it(spark: Any, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A record torn by the crash ends the log, as 4.9.4's abnormal recovery ends it and ``store dump`` reads it:
+    the source, stats, query and rebuild read what comes before it (they failed on it as on damage). After a
+    clean shutdown the same bytes are damage, and an error."""
+    store, conf, torn = _torn_crashed_store(tmp_path)
+    code, out, err = run(capsys, "store", "dump", store, "-c", conf, "--json")
+    dumped = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and f"after offset {torn} is not dumped" in err and dumped
+    rows = spark.read.format("rocketq").option("conf", str(conf)).load(str(store))
+    assert rows.count() == len(dumped)
+    by_topic = spark.read.format("rocketq").option("conf", str(conf)).option("topics", "CrashTopicA,CrashTopicB")
+    assert by_topic.load(str(store)).count() == sum(m["topic"] in ("CrashTopicA", "CrashTopicB") for m in dumped)
+    code, out, err = run(capsys, "spark", "stats", store, "-c", conf, "-q", "--json", "--chart", tmp_path / "c.png")
+    assert code == 0 and sum(q["messages"] for q in json.loads(out)["queues"]) == len(dumped), err
+    code, out, err = run(capsys, "spark", "query", store, "-c", conf, "-q", "--key", dumped[-1]["uniqKey"])
+    assert code == 0 and dumped[-1]["uniqKey"] in out, err
+    code, out, err = run(capsys, "spark", "rebuild", store, "-c", conf, "-q")
+    assert code == 0 and f"read up to offset {torn}, where recovery ends it" in out, err
+    (store / "abort").unlink()  # as if shut down cleanly: the torn record is damage now
+    code, out, err = run(capsys, "spark", "stats", store, "-c", conf, "-q", "--json", "--chart", tmp_path / "c.png")
+    assert code == 1 and f"corrupt record at commit-log offset {torn}" in err and "give --permissive" in err
+    code, out, err = run(capsys, "spark", "stats", store, "-c", conf, "-q", "--json", "--chart", tmp_path / "c.png",
+                         "--permissive")  # fmt: skip
+    assert code == 0 and sum(q["messages"] for q in json.loads(out)["queues"]) == len(dumped), err
+    code, out, err = run(capsys, "spark", "query", store, "-c", conf, "-q", "--key", dumped[-1]["uniqKey"],
+                         "--permissive")  # fmt: skip
+    assert code == 0 and dumped[-1]["uniqKey"] in out, err
+    code, out, err = run(capsys, "spark", "rebuild", store, "-c", conf, "-q")
+    assert code == 1 and f"'rocketq store verify {store}' tells more" in err

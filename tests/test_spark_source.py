@@ -170,6 +170,17 @@ def test_bad_options_fail_with_the_option(spark: Any, tmp_path: Path) -> None:
         read(spark, CLEAN / "store", startingOffsets="{not json")
     with pytest.raises(Exception, match="no such directory"):
         read(spark, tmp_path / "missing")
+    # offsets a queue does not hold, and queues the store does not have, are refused (as a broker read refuses
+    # them), not read as nothing
+    with pytest.raises(Exception, match=r"queue GoldenTopicB/0 holds offsets \[0, \d+\) in the store; it cannot"):
+        read(spark, CLEAN / "store", topics="GoldenTopicB", startingOffsets='{"GoldenTopicB": {"0": 5000}}')
+    with pytest.raises(Exception, match="ends before it starts"):
+        read(spark, CLEAN / "store", topics="GoldenTopicB", startingOffsets='{"GoldenTopicB": {"0": 50}}',
+             endingOffsets='{"GoldenTopicB": {"0": 10}}')  # fmt: skip
+    with pytest.raises(Exception, match="queue Nope/0 is not read"):
+        read(spark, CLEAN / "store", startingOffsets='{"Nope": {"0": 5}}')
+    with pytest.raises(Exception, match="did you mean startingOffsets"):
+        read(spark, CLEAN / "store", startingOffset="earliest")
 
 
 # ----------------------------------------------------------------------------- corrupt records

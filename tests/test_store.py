@@ -574,3 +574,34 @@ def test_to_message_ext_keeps_a_producers_unique_key_and_makes_one_only_when_mis
         assert made and missing.properties["UNIQ_KEY"] == made[0]
         again = store.to_message_ext(Message("U", b"z", 0, {"TAGS": "t"}), 0)
         assert list(missing.properties) == list(again.properties) and len(made) == 2
+
+
+def test_readable_end_is_asked_of_crashed_stores_only(tmp_path: Path) -> None:
+    """Where recovery would end the log, for readers that walk the files (the Spark source): only for a store a
+    crash left (abort file, nobody holding the lock); a live store's lock is seen without taking it."""
+    from rocketq.store.read_only import readable_end
+    from rocketq.store.store_lock import StoreLock
+
+    cfg = MessageStoreConfig(store_path_root_dir=str(tmp_path / "s"), mapped_file_size_commit_log=1 << 20)
+    store = MessageStore(cfg)
+    store.load()
+    store.start()
+    try:
+        store.put_message(Message("T", b"x" * 100), 0)
+        assert (tmp_path / "s" / "abort").exists() and readable_end(cfg) is None  # open here: live
+        end = store.get_max_phy_offset()
+    finally:
+        store.close()
+    assert readable_end(cfg) is None  # shut down cleanly
+    (tmp_path / "s" / "abort").touch()  # as a crash leaves it
+    assert readable_end(cfg) == end
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from rocketq.store.store_lock import StoreLock; StoreLock(sys.argv[1]).acquire(); "
+        "print('held', flush=True); time.sleep(60)"), str(tmp_path / "s")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert StoreLock(tmp_path / "s").held_elsewhere() and readable_end(cfg) is None  # a broker runs on it
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not StoreLock(tmp_path / "s").held_elsewhere() and readable_end(cfg) == end

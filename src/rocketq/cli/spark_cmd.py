@@ -71,7 +71,13 @@ def _session(args: argparse.Namespace) -> Iterator[Any]:
     except Exception as e:
         found = _OUR_ERROR.search(str(e))
         if found is not None:
-            raise CommandError(found.group(2).strip()) from None
+            why = found.group(2).strip()
+            hint = "read with option mode=PERMISSIVE to skip corrupt records"  # the data source's words
+            if getattr(args, "permissive", None) is False:  # a job with the option: its name
+                why = why.replace(hint, "give --permissive to skip corrupt records")
+            elif not hasattr(args, "permissive"):  # rebuild: nothing may be skipped
+                why = why.replace(hint, f"'rocketq store verify {args.dir}' tells more")
+            raise CommandError(why) from None
         from pyspark.errors import PySparkException
 
         if isinstance(e, PySparkException) or type(e).__name__ == "Py4JJavaError":
@@ -230,7 +236,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     with _session(args) as spark:
         from rocketq.spark.stats import draw_chart, format_table, store_stats
 
-        stats = store_stats(spark, store, conf=args.conf, top=args.top)
+        options = {"mode": "PERMISSIVE"} if args.permissive else {}
+        stats = store_stats(spark, store, conf=args.conf, options=options, top=args.top)
     if stats.queues and args.chart != "-":
         draw_chart(stats, args.chart)
     if args.json:
@@ -259,7 +266,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         from rocketq.spark.query import query
 
         found = query(spark, store, key=args.key, time_range=tuple(args.time_range) if args.time_range else None,
-                      topic=args.topic, conf=args.conf, limit=args.max)  # fmt: skip
+                      topic=args.topic, conf=args.conf, limit=args.max, permissive=args.permissive)  # fmt: skip
     out = sys.stdout
     for m in found.messages:
         if args.json:
@@ -350,6 +357,7 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
                    help="where to draw the rate chart (default rocketq-stats.png; - for none)")  # fmt: skip
     p.add_argument("--top", metavar="N", type=positive, default=5, help="top N tags and keys per topic")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--permissive", action="store_true", help="skip corrupt records instead of failing")
     p.set_defaults(func=cmd_stats)
     p = parsers["query"]
     p.add_argument("--key", metavar="K", help="a KEYS token or a UNIQ_KEY")
@@ -357,6 +365,7 @@ def register(groups: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--topic", metavar="T", help="only topic T")
     p.add_argument("--max", metavar="N", type=positive, default=1000, help="at most N messages (default 1000)")
     p.add_argument("--json", action="store_true", help="JSON lines")
+    p.add_argument("--permissive", action="store_true", help="skip corrupt records instead of failing")
     p.set_defaults(func=cmd_query)
     p = sub.add_parser("package", help="zip the rocketq package for spark-submit --py-files",
                        description="Write a zip of the installed rocketq package (for --py-files or addPyFile) and "

@@ -34,7 +34,7 @@ import shutil
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -64,12 +64,11 @@ from rocketq.common.message import (
     transaction_type,
 )
 from rocketq.common.message_id import decode_offset_message_id
-from rocketq.store.commit_log import DispatchRequest
 from rocketq.store.consume_queue import FILLER_SIZE
 from rocketq.store.dump import MessageDictError, dict_to_message, message_to_dict
 from rocketq.store.index_file import INDEX_HEADER_SIZE, index_file_size, index_key_hash
-from rocketq.store.mapped_file_queue import MappedFileQueue
 from rocketq.store.message_store import MessageStore
+from rocketq.store.read_only import ReadOnlyStore, unrecovered_data
 from rocketq.store.store_config import MessageStoreConfig
 from rocketq.store.store_settings import (
     INDEX_HEADER,
@@ -101,82 +100,6 @@ class CommandError(RocketqError):
 
 
 # ======================================================================= opening stores
-
-
-def _protect_queue(mfq: MappedFileQueue) -> None:
-    """Make a read-only queue drop files from memory instead of deleting them.
-
-    ``MappedFileQueue.truncate_dirty_files`` / ``delete_last_mapped_file`` call
-    ``MappedFile.destroy`` (unlink) even for a queue opened read-only, which
-    recovery of a store left by a crash does; these stand-ins only close.
-    """
-
-    def truncate_dirty_files(offset: int) -> None:
-        keep = []
-        for mf in mfq.files:
-            if mf.file_from_offset > offset:
-                mf.close()  # wholly past the cut: dropped from memory, left on disk
-                continue
-            if offset < mf.file_from_offset + mfq.mapped_file_size:
-                mf.set_positions(offset % mfq.mapped_file_size)
-            keep.append(mf)
-        mfq.files = keep
-
-    def delete_last_mapped_file() -> None:
-        if mfq.files:
-            mfq.files.pop().close()
-
-    def delete_first_files(count: int) -> list[Any]:
-        gone, mfq.files = mfq.files[:count], mfq.files[count:]
-        for mf in gone:
-            mf.close()
-        return gone
-
-    def destroy() -> None:
-        for mf in mfq.files:
-            mf.close()
-        mfq.files = []
-
-    mfq.truncate_dirty_files = truncate_dirty_files  # type: ignore[method-assign]
-    mfq.delete_last_mapped_file = delete_last_mapped_file  # type: ignore[method-assign]
-    mfq.delete_first_files = delete_first_files  # type: ignore[method-assign]
-    mfq.destroy = destroy  # type: ignore[method-assign]
-
-
-class ReadOnlyStore(MessageStore):
-    """A :class:`MessageStore` opened ``read_only`` that never touches the files.
-
-    Two things differ from the plain read-only store: recovery truncation only
-    drops files from memory (see :func:`_protect_queue`), and the dispatch that
-    abnormal recovery runs does not write into consume queues or the index
-    (a read-only store cannot); it only notes the records that a broker would
-    still have to add to their consume queue (``undispatched``).
-    """
-
-    def __init__(
-        self,
-        config: MessageStoreConfig,
-        *,
-        progress: Callable[[str, int, int], None] | None = None,
-    ) -> None:
-        if not callable(getattr(MessageStore, "_load_consume_queues", None)):
-            # The hook below is how consume queues get protected; without it, refuse rather than risk deletes.
-            raise StoreError("internal: MessageStore changed, cannot open a store read-only safely")
-        super().__init__(config, read_only=True, progress=progress)
-        self.undispatched: list[int] = []
-        _protect_queue(self.commit_log.mapped_file_queue)
-
-    def _load_consume_queues(self) -> None:
-        super()._load_consume_queues()
-        for cq in self.consume_queues():
-            _protect_queue(cq.queue)
-
-    def do_dispatch(self, req: DispatchRequest) -> None:
-        if transaction_type(req.sys_flag) not in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-            return
-        cq = self.find_consume_queue(req.topic, req.queue_id, create=False)
-        if cq is None or req.commit_log_offset + req.msg_size > cq.max_physic_offset:
-            self.undispatched.append(req.commit_log_offset)
 
 
 class _Progress:
@@ -273,30 +196,6 @@ def _walk_headers(store: MessageStore) -> _LogWalk:
         if w.stopped_at is not None:
             break
     return w
-
-
-def unrecovered_data(store: MessageStore) -> int | None:
-    """The recovered end of the commit log when data follows it on disk, else None.
-
-    Recovery stops at the first record it cannot read (CRC, length); what lies
-    behind is invisible to every reader and a broker would overwrite it.
-    """
-    cl = store.commit_log
-    size = cl.file_size
-    last = cl.mapped_file_queue.last()
-    next_start = 0
-    if last is not None:
-        pos = last.read_position()
-        if pos + 8 <= size and last.mm[pos : pos + 8] != bytes(8):
-            return cl.get_max_offset()
-        next_start = last.file_from_offset + size
-    path = store.config.commit_log_path
-    for p in sorted(path.iterdir()) if path.is_dir() else []:
-        if p.is_file() and p.name.isdigit() and int(p.name) >= next_start:
-            with open(p, "rb") as f:
-                if f.read(8).strip(b"\0"):
-                    return cl.get_max_offset()
-    return None
 
 
 def _durability_offsets(store: MessageStore, walk: _LogWalk) -> dict[str, Any]:

@@ -74,6 +74,7 @@ unknown, after checking that it did not arrive, 3).
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -92,6 +93,35 @@ MODES: Final = ("FAILFAST", "PERMISSIVE")
 
 class OptionError(RocketqError):
     """An option of the data source that cannot be used; the message names it."""
+
+
+# The options each use takes (as the module doc lists them). One that only another use takes is refused (a
+# store read's startTime on a broker read would be dropped, and every message read); an unknown one that is
+# nearly a known one is refused as a typo; others pass (Spark's own, such as checkpointLocation).
+_STORE_READ: Final = ("path", "conf", "topics", "topicPattern", "queues", "startingOffsets", "endingOffsets",
+                      "startTime", "endTime", "mode", "corruptRecordsPath", "checkCRC", "maxPartitionBytes",
+                      "maxUnitsPerPartition", "batchRows")  # fmt: skip
+_BROKER_READ: Final = ("namesrv", "topic", "queues", "startingOffsets", "endingOffsets", "maxMessagesPerTrigger",
+                       "maxMessagesPerPartition", "failOnDataLoss", "consumerGroup", "pullBatchSize",
+                       "batchRows")  # fmt: skip
+_BROKER_WRITE: Final = ("namesrv", "topic", "producerGroup", "sendBatchSize", "sendTimeout", "sendRetries")
+_USES: Final = {"a store read": _STORE_READ, "a broker read": _BROKER_READ, "a write": _BROKER_WRITE}
+
+
+def _check_names(opts: Mapping[str, str], use: str) -> None:
+    """Refuse the options of *opts* (lower-case keys) that *use* does not take but another does, and near misses
+    of its own names."""
+    own = {name.lower(): name for name in _USES[use]}
+    others = {name.lower(): (name, other) for other, names in _USES.items() if other != use for name in names}
+    for key in opts:
+        if key in own:
+            continue
+        if key in others:
+            name, other = others[key]
+            raise OptionError(f"option {name} is an option of {other}; {use} does not take it")
+        near = difflib.get_close_matches(key, own, n=1, cutoff=0.85)
+        if near:
+            raise OptionError(f"option {key}: not an option of {use}; did you mean {own[near[0]]}?")
 
 
 # Offsets per queue: topic -> queue id -> offset (or EARLIEST / LATEST); None: the default for every queue.
@@ -247,6 +277,8 @@ def parse_options(options: Mapping[str, str]) -> ScanOptions:
     """A :class:`ScanOptions` from the data source's options (keys are lower-case)."""
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     path = _text(opts, "path")
+    if path is not None and _text(opts, "topic") is None:  # (topic alone gets a hint of its own below)
+        _check_names(opts, "a store read")
     if path is None:
         raise OptionError('option path: the store directory is required: .option("path", DIR) or .load(DIR)')
     topics_raw = _text(opts, "topics")
@@ -378,6 +410,8 @@ def parse_broker_options(options: Mapping[str, str], *, streaming: bool) -> Brok
     opts = {str(k).lower(): str(v) for k, v in options.items()}
     namesrv = _namesrv(opts)
     topics_raw = _text(opts, "topic")
+    if topics_raw is not None:  # (topics alone gets a hint of its own below)
+        _check_names(opts, "a broker read")
     if topics_raw is None:
         hint = " (topics is an option of store reads)" if _text(opts, "topics") is not None else ""
         raise OptionError(f'option topic: the topic to read is required: .option("topic", "TopicA"){hint}')
@@ -413,6 +447,7 @@ def parse_broker_options(options: Mapping[str, str], *, streaming: bool) -> Brok
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """A :class:`SinkOptions` for ``write`` and ``writeStream``."""
     opts = {str(k).lower(): str(v) for k, v in options.items()}
+    _check_names(opts, "a write")
     timeout_raw = _text(opts, "sendTimeout")
     timeout = 3.0
     if timeout_raw is not None:

@@ -26,13 +26,14 @@ class QueryResult:
 
 
 def query(spark: Any, store: str, *, key: str | None = None, time_range: tuple[int, int] | None = None,
-          topic: str | None = None, conf: str | None = None, limit: int = 1000) -> QueryResult:  # fmt: skip
+          topic: str | None = None, conf: str | None = None, limit: int = 1000,
+          permissive: bool = False) -> QueryResult:  # fmt: skip
     """Messages with *key* and/or stored in *time_range* (ms, both ends inclusive), at most *limit*."""
     from pyspark.sql import functions as F
 
     if key is None and time_range is None:
         raise ValueError("give a key or a time range")
-    options: dict[str, str] = {}
+    options: dict[str, str] = {"mode": "PERMISSIVE"} if permissive else {}
     if topic is not None:
         options["topics"] = topic
     if time_range is not None:

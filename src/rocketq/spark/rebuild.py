@@ -65,6 +65,7 @@ from rocketq.store.commit_log import CommitLog
 from rocketq.store.consume_queue import ConsumeQueue
 from rocketq.store.index_file import IndexFile
 from rocketq.store.index_service import time_file_name
+from rocketq.store.read_only import readable_end
 from rocketq.store.store_config import MessageStoreConfig
 from rocketq.store.store_lock import StoreLock
 
@@ -266,9 +267,11 @@ class RebuildReport:
         ]
 
 
-def plan_decode(config: MessageStoreConfig, staging: str, max_partition_bytes: int) -> list[DecodeTask]:
+def plan_decode(config: MessageStoreConfig, staging: str, max_partition_bytes: int,
+                log_end: int | None = None) -> list[DecodeTask]:  # fmt: skip
     files = list_data_files(config.commit_log_path)
-    return [DecodeTask(i, rng, staging, config) for i, rng in enumerate(commit_log_ranges(files, max_partition_bytes))]
+    ranges = commit_log_ranges(files, max_partition_bytes, log_end)
+    return [DecodeTask(i, rng, staging, config) for i, rng in enumerate(ranges)]
 
 
 def plan_queues(results: list[DecodeResult], staging: str, file_size: int, groups: int) -> list[QueueTask]:
@@ -355,8 +358,10 @@ def rebuild(spark: Any, config: MessageStoreConfig, *, progress: bool = False,
     start = time.perf_counter()
     root = config.root
     report = RebuildReport(str(root))
-    if (root / "abort").exists():
-        report.notes.append("the store was not shut down cleanly (abort file): the commit log is read as it is")
+    log_end = readable_end(config)  # asked before the lock is taken here: it says whether another holds it
+    if log_end is not None:
+        report.notes.append(f"the store was not shut down cleanly (abort file): the commit log is read up to offset "
+                            f"{log_end}, where recovery ends it")  # fmt: skip
     from rocketq.spark.session import JobProgress
 
     sc = spark.sparkContext
@@ -367,7 +372,7 @@ def rebuild(spark: Any, config: MessageStoreConfig, *, progress: bool = False,
         staging = root / f".rebuild-{uuid.uuid4().hex[:12]}"
         (staging / "parts").mkdir(parents=True)
         try:
-            tasks = plan_decode(config, str(staging), max_partition_bytes)
+            tasks = plan_decode(config, str(staging), max_partition_bytes, log_end)
             report.commit_log_ranges = len(tasks)
             results: list[DecodeResult] = []
             if tasks:

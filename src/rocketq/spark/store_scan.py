@@ -40,9 +40,10 @@ import pyarrow.compute as pc
 from rocketq.common.codec import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from rocketq.common.errors import CorruptRecordError, StoreError
 from rocketq.spark.commit_log_walk import END_BOUND, END_CORRUPT, find_record_start, walk_records
-from rocketq.spark.options import EARLIEST, LATEST, ScanOptions
+from rocketq.spark.options import EARLIEST, LATEST, OptionError, ScanOptions
 from rocketq.spark.record_decoder import CommitLogFile, Corrupt, RecordBlock
 from rocketq.store.consume_queue import CQ_DTYPE, CQ_STORE_UNIT_SIZE, FILLER_SIZE
+from rocketq.store.read_only import readable_end
 from rocketq.store.store_config import MessageStoreConfig
 from rocketq.store.store_settings import store_directory, store_settings
 
@@ -86,6 +87,9 @@ class StoreLayout:
     commit_log_dir: str
     consume_queue_dir: str
     commit_log_files: tuple[DataFile, ...]
+    #: Where recovery ends the log of a store left by a crash (:func:`rocketq.store.read_only.readable_end`):
+    #: records from there on are not read. None: read to the end of the data.
+    readable_end: int | None = None
 
     @property
     def min_offset(self) -> int:
@@ -114,7 +118,8 @@ def store_layout(path: str, conf: str | None) -> StoreLayout:
     cl_dir = cfg.commit_log_path
     if not cl_dir.is_dir():
         raise StoreError(f"{path}: no commit log at {cl_dir} (not a RocketMQ store directory?)")
-    return StoreLayout(str(cfg.root), str(cl_dir), str(cfg.consume_queue_path), tuple(list_data_files(cl_dir)))
+    return StoreLayout(str(cfg.root), str(cl_dir), str(cfg.consume_queue_path), tuple(list_data_files(cl_dir)),
+                       readable_end(cfg))
 
 
 # ============================================================================ partitions
@@ -122,11 +127,13 @@ def store_layout(path: str, conf: str | None) -> StoreLayout:
 
 @dataclass(frozen=True, slots=True)
 class CommitLogRange:
-    """Records of one commit-log file that start in [begin, end)."""
+    """Records of one commit-log file that start in [begin, end); *log_end*: the log ends at *end* (where
+    recovery ends a crashed store's), whatever lies there."""
 
     file: DataFile
     begin: int
     end: int
+    log_end: bool = False
 
     def describe(self) -> str:
         return f"commit log {Path(self.file.path).name} [{self.begin}, {self.end})"
@@ -191,7 +198,7 @@ def plan_scan(opts: ScanOptions) -> list[Partition]:
             raise StoreError(f"{opts.path}: startingOffsets / endingOffsets need the consume queues and the store "
                              "has none (rebuild them: rocketq spark rebuild)")  # fmt: skip
         log.warning("%s has no consume queues: reading the whole commit log and filtering", opts.path)
-    return list(commit_log_ranges(layout.commit_log_files, opts.max_partition_bytes))
+    return list(commit_log_ranges(layout.commit_log_files, opts.max_partition_bytes, layout.readable_end))
 
 
 def data_extent(path: str, size: int) -> int:
@@ -222,8 +229,10 @@ def _zeros(chunk: bytes) -> bool:
     return chunk.count(0) == len(chunk)
 
 
-def commit_log_ranges(files: tuple[DataFile, ...] | list[DataFile], step: int) -> Iterator[CommitLogRange]:
-    """Ranges of at most *step* bytes over the written part of each file, the zero tail of a file in one range.
+def commit_log_ranges(files: tuple[DataFile, ...] | list[DataFile], step: int,
+                      log_end: int | None = None) -> Iterator[CommitLogRange]:  # fmt: skip
+    """Ranges of at most *step* bytes over the written part of each file, the zero tail of a file in one range;
+    with *log_end*, nothing from that commit-log offset on.
 
     A file allocated in full (``posix_fallocate``, as the store makes them) reads
     as data to ``SEEK_HOLE``; its unwritten tail is zeros. Ranges from the first
@@ -234,6 +243,11 @@ def commit_log_ranges(files: tuple[DataFile, ...] | list[DataFile], step: int) -
     """
     for f in files:
         extent = data_extent(f.path, f.size)
+        ends_log = log_end is not None and log_end - f.start <= extent
+        if log_end is not None:
+            if log_end <= f.start:
+                return
+            extent = min(extent, log_end - f.start)
         begins = list(range(0, extent, step))
         zeros = len(begins)  # begins[zeros:] start with zeros, and so does every range after them
         if zeros > 2:
@@ -241,13 +255,14 @@ def commit_log_ranges(files: tuple[DataFile, ...] | list[DataFile], step: int) -
                 while zeros > 1 and _zeros(os.pread(fh.fileno(), TAIL_PROBE_BYTES, begins[zeros - 1])):
                     zeros -= 1
         for begin in begins[:zeros]:
-            yield CommitLogRange(f, begin, min(begin + step, extent))
+            yield CommitLogRange(f, begin, min(begin + step, extent), ends_log and begin + step >= extent)
         if zeros < len(begins):
-            yield CommitLogRange(f, begins[zeros], extent)
+            yield CommitLogRange(f, begins[zeros], extent, ends_log)
 
 
 def _plan_queues(opts: ScanOptions, layout: StoreLayout, cq_dir: Path) -> list[Partition]:
     parts: list[Partition] = []
+    seen: set[tuple[str, int]] = set()  # the queues read
     cl_min = layout.min_offset
     for topic_dir in sorted(cq_dir.iterdir(), key=lambda p: p.name):
         if not topic_dir.is_dir() or not opts.topic_matches(topic_dir.name):
@@ -259,10 +274,25 @@ def _plan_queues(opts: ScanOptions, layout: StoreLayout, cq_dir: Path) -> list[P
                 continue
             files = list_data_files(qdir)
             lo, hi = queue_bounds(files, cl_min)
+            seen.add((topic, qid))
+            for option, spec in (("startingOffsets", opts.starting), ("endingOffsets", opts.ending)):
+                wanted = spec.per_queue.get(topic, {}).get(qid)
+                if wanted is not None and wanted >= 0 and not lo <= wanted <= hi:  # as a broker read refuses it
+                    raise OptionError(f"option {option}: queue {topic}/{qid} holds offsets [{lo}, {hi}) in the store; "
+                                      f"it cannot be read from or to {wanted}")  # fmt: skip
             begin = _resolve(opts.starting.for_queue(topic, qid), lo, hi)
             end = _resolve(opts.ending.for_queue(topic, qid), lo, hi)
+            if begin > end:
+                raise OptionError(f"options startingOffsets/endingOffsets: queue {topic}/{qid} would be read from "
+                                  f"{begin} to {end}, which ends before it starts")  # fmt: skip
             for b in range(begin, end, opts.max_partition_units):
                 parts.append(QueueRange(layout, topic, qid, tuple(files), b, min(b + opts.max_partition_units, end)))
+    for option, spec in (("startingOffsets", opts.starting), ("endingOffsets", opts.ending)):
+        for topic, queues in spec.per_queue.items():
+            missing = sorted(q for q in queues if (topic, q) not in seen)
+            if missing:
+                raise OptionError(f"option {option}: queue {topic}/{missing[0]} is not read: the store has no such "
+                                  "queue, or options topics/topicPattern/queues leave it out")  # fmt: skip
     return parts
 
 
@@ -421,7 +451,8 @@ def commit_log_positions(f: CommitLogFile, part: CommitLogRange, damage: Damage,
             damage.add([Corrupt(f.file_from + w.end, w.reason)])
             pos = find_record_start(f.mm, f.file_from, w.end + 1, part.end, size, f.u8)
             continue
-        if w.stop == END_BOUND and w.end <= size - 8 and _LEN_MAGIC.unpack_from(f.mm, w.end)[1] in _MAGICS:
+        if w.stop == END_BOUND and not part.log_end and w.end <= size - 8 and \
+                _LEN_MAGIC.unpack_from(f.mm, w.end)[1] in _MAGICS:  # fmt: skip
             # The next range starts at the first record it finds after its begin: that must be here.
             found = find_record_start(f.mm, f.file_from, part.end, w.end + 1, size, f.u8)
             if found != w.end:
@@ -465,6 +496,8 @@ def _scan_queue(part: QueueRange, opts: ScanOptions, damage: Damage) -> Iterator
     phys = units["phys"].astype(np.int64)
     size = units["size"].astype(np.int64)
     real = (size > 0) & (size != FILLER_SIZE) & (phys >= layout.min_offset)
+    if layout.readable_end is not None:  # units a crash left past where recovery ends the log: truncated by it
+        real &= phys + size <= layout.readable_end
     phys, size, qoff = phys[real], size[real], qoff[real]
     file_idx = layout.file_of(phys)
     missing = np.flatnonzero(file_idx < 0)

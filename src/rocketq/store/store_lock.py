@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import struct
 import threading
 from pathlib import Path
 from types import TracebackType
@@ -24,6 +25,7 @@ from rocketq.common.errors import StoreError
 
 __all__ = ["StoreLock"]
 
+_FLOCK = "hhqqi"  # struct flock: l_type, l_whence, l_start, l_len, l_pid (native alignment)
 _HELD: set[str] = set()  # real paths of the roots whose lock this process holds
 _HELD_GUARD = threading.Lock()
 
@@ -75,6 +77,25 @@ class StoreLock:
             os.close(self._fd)
             self._fd = -1
             self._forget(self._key)
+
+    def held_elsewhere(self) -> bool:
+        """Whether a process holds the lock now (a broker runs on the store), asked without taking it
+        (``F_GETLK``); an open of the store in this process counts too."""
+        with _HELD_GUARD:
+            if os.path.realpath(self.root) in _HELD:
+                return True
+        try:
+            fd = os.open(self.root / "lock", os.O_RDONLY)
+        except OSError:
+            return False  # no lock file: nobody ever took it
+        try:
+            asked = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
+            answer = fcntl.fcntl(fd, fcntl.F_GETLK, asked)
+            return struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
 
     @staticmethod
     def _forget(key: str) -> None:
