@@ -21,12 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
+from rocketq.common.log_throttle import Throttled
+from rocketq.common.process_limits import raise_open_files_limit
+
 __all__ = ["ENV_VAR", "loop_factory", "loop_name", "new_event_loop", "run", "uvloop_wanted"]
+
+_log = logging.getLogger(__name__)
 
 #: ``1``/``true``/``yes``/``on`` turn uvloop on (when installed); anything else (or unset): the standard loop.
 ENV_VAR: Final = "ROCKETQ_UVLOOP"
@@ -64,9 +70,30 @@ def new_event_loop(enabled: bool | None = None) -> asyncio.AbstractEventLoop:
 
 
 def run(main: Coroutine[Any, Any, _T], *, enabled: bool | None = None) -> _T:
-    """``asyncio.run(main)`` on the preferred loop (Ctrl-C, task cancellation and shutdown as ``asyncio.run``)."""
+    """``asyncio.run(main)`` on the preferred loop (Ctrl-C, task cancellation and shutdown as ``asyncio.run``),
+    with the open-files limit raised (:mod:`rocketq.common.process_limits`) and a server socket's failures to
+    accept for want of descriptors reported once in a while, not once a try."""
+    raise_open_files_limit()
     with asyncio.Runner(loop_factory=loop_factory(enabled)) as runner:
+        runner.get_loop().set_exception_handler(_AcceptFailures())
         return runner.run(main)
+
+
+class _AcceptFailures:
+    """The loop's exception handler: asyncio's ``socket.accept() out of system resource`` (no descriptor left)
+    reported once in a while (:class:`~rocketq.common.log_throttle.Throttled`); everything else as asyncio's
+    default handler does. asyncio logs that with a traceback at every failed accept and, in CPython 3.11,
+    schedules a retry per failure of a burst: a broker out of descriptors wrote tens of thousands a second."""
+
+    def __init__(self) -> None:
+        self._report = Throttled(_log)
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") != "socket.accept() out of system resource":
+            loop.default_exception_handler(context)
+            return
+        self._report.error("cannot accept connections: %s: no descriptor left (raise the open files limit: "
+                           "ulimit -n)", context.get("exception"))  # fmt: skip
 
 
 def loop_name(loop: asyncio.AbstractEventLoop | None = None) -> str:

@@ -57,6 +57,9 @@ class StoreCheckpoint:
             size = os.fstat(self._fd).st_size
             if size < CHECKPOINT_SIZE:
                 os.ftruncate(self._fd, CHECKPOINT_SIZE)
+            # Its page given its block now: a first write through the mapping on a disk filled since would be a
+            # SIGBUS (on tmpfs, say), not an error.
+            os.posix_fallocate(self._fd, 0, CHECKPOINT_SIZE)
             self._mm = mmap.mmap(self._fd, CHECKPOINT_SIZE)
         except OSError as e:
             raise StoreError(f"cannot open checkpoint {self.path}: {e.strerror}") from e

@@ -84,7 +84,9 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.mapped_file_size = mapped_file_size - mapped_file_size % CQ_STORE_UNIT_SIZE
-        self.queue = MappedFileQueue(root / topic / str(queue_id), self.mapped_file_size, read_only=read_only)
+        # No descriptor held beside each file's mapping: a broker of thousands of queues needs one a file, not two.
+        self.queue = MappedFileQueue(root / topic / str(queue_id), self.mapped_file_size, read_only=read_only,
+                                     keep_fds=False)  # fmt: skip
         self.max_physic_offset = -1  # end (offset + size) of the last unit written
         self.min_logic_offset = 0  # bytes
         # The first file was made ahead of the first unit (prepare_file): that unit goes in as into a file

@@ -32,7 +32,7 @@ import logging
 import mmap
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -169,7 +169,10 @@ class MappedFile:
     )
 
     def __init__(self, path: str | os.PathLike[str], file_size: int, *, read_only: bool = False,
-                 create: bool = False, preallocate: bool = False) -> None:  # fmt: skip
+                 create: bool = False, preallocate: bool = False, keep_fd: bool = True) -> None:  # fmt: skip
+        """Map *path*. Without *keep_fd* no descriptor is held once it is mapped (the mapping holds one of its
+        own): the rare calls that need one open it for their time. A store of thousands of consume queues
+        then holds one descriptor a file, as RocketMQ does, not two."""
         self.path = Path(path)
         self.file_size = file_size
         self.read_only = read_only
@@ -218,6 +221,9 @@ class MappedFile:
                     )
             access = mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
             self.mm = mmap.mmap(self._fd, file_size, access=access)
+            if not keep_fd:
+                os.close(self._fd)
+                self._fd = -1
         except OSError as e:
             os.close(self._fd)
             if create and size == 0:
@@ -230,9 +236,10 @@ class MappedFile:
 
     @classmethod
     def create(cls, directory: Path, offset: int, file_size: int, *, warm: bool = False,
-               preallocate: bool = False, sync_dir: bool = False) -> MappedFile:  # fmt: skip
+               preallocate: bool = False, sync_dir: bool = False, keep_fd: bool = True) -> MappedFile:  # fmt: skip
         directory.mkdir(parents=True, exist_ok=True)
-        mf = cls(directory / offset_to_file_name(offset), file_size, create=True, preallocate=preallocate)
+        mf = cls(directory / offset_to_file_name(offset), file_size, create=True, preallocate=preallocate,
+                 keep_fd=keep_fd)  # fmt: skip
         if sync_dir:
             fsync_dir(directory)
         if warm:
@@ -277,11 +284,12 @@ class MappedFile:
         writes through the mapping that follow (consume-queue units, index slots and entries) find them there
         instead of each first write allocating its page inside a page fault, which costs more and can stall."""
         try:
-            os.posix_fallocate(self._fd, start, end - start)
+            with self._descriptor() as fd:
+                os.posix_fallocate(fd, start, end - start)
+                with contextlib.suppress(OSError, AttributeError):  # advice: without it the writes fault them in
+                    _read_ahead(fd, start - start % OS_PAGE_SIZE, end)
         except OSError as e:
             raise StoreError(f"cannot reserve space in {self.path}: {e.strerror}") from e
-        with contextlib.suppress(OSError, AttributeError):  # only advice: without it the writes fault them in
-            _read_ahead(self._fd, start - start % OS_PAGE_SIZE, end)
         if start <= self.reserved_to < end:
             self.reserved_to = end
 
@@ -340,7 +348,8 @@ class MappedFile:
             return
         self.reserve_ahead(start, end)
         try:
-            os.pwrite(self._fd, os.pread(self._fd, end - start, start), start)
+            with self._descriptor() as fd:
+                os.pwrite(fd, os.pread(fd, end - start, start), start)
         except OSError as e:
             raise StoreError(f"cannot write to {self.path}: {e.strerror}") from e
 
@@ -366,21 +375,23 @@ class MappedFile:
         end = self.file_size if end is None else min(end, self.file_size)
         if self.mm is None or start >= end:
             return
-        try:
-            _read_ahead(self._fd, start, end)
-            return
-        except (OSError, AttributeError):  # no posix_fadvise here, or refused: read the pages in
-            pass
-        try:
-            _read_through_sendfile(self._fd, start, end)
-        except OSError:
-            _read_through_buffer(self._fd, start, end)
+        with self._descriptor() as fd:
+            try:
+                _read_ahead(fd, start, end)
+                return
+            except (OSError, AttributeError):  # no posix_fadvise here, or refused: read the pages in
+                pass
+            try:
+                _read_through_sendfile(fd, start, end)
+            except OSError:
+                _read_through_buffer(fd, start, end)
 
     def read_through(self, pos: int, size: int) -> bytes:
         """Bytes [pos, pos + size) of the file (fewer at its end), read through the descriptor, not the mapping:
         for recovery's scans (see ``ConsumeQueue._reader``)."""
         try:
-            return os.pread(self._fd, max(0, min(size, self.file_size - pos)), pos)
+            with self._descriptor() as fd:
+                return os.pread(fd, max(0, min(size, self.file_size - pos)), pos)
         except OSError as e:
             raise StoreError(f"cannot read {self.path}: {e.strerror}") from e
 
@@ -393,13 +404,20 @@ class MappedFile:
         (``SEEK_DATA``); only the parts that hold something are written. Returns the number of bytes cleared.
         Read and written through the descriptor (:meth:`read_through`), as recovery reads.
         """
+        try:
+            with self._descriptor() as fd:
+                return self._zero_tail(fd, pos)
+        except OSError as e:
+            raise StoreError(f"cannot clear the tail of {self.path}: {e.strerror}") from e
+
+    def _zero_tail(self, fd: int, pos: int) -> int:
         size = self.file_size
         end = pos
         cleared = 0
         while end < size:
             try:
-                data = os.lseek(self._fd, end, os.SEEK_DATA)
-                hole = min(size, os.lseek(self._fd, data, os.SEEK_HOLE))
+                data = os.lseek(fd, end, os.SEEK_DATA)
+                hole = min(size, os.lseek(fd, data, os.SEEK_HOLE))
             except OSError as e:
                 if e.errno == errno.ENXIO:  # nothing but holes from here (they read as zeros)
                     break
@@ -408,9 +426,9 @@ class MappedFile:
                 break
             while data < hole:
                 nxt = min(hole, (data // _ZERO_STEP + 1) * _ZERO_STEP)
-                if self.read_through(data, nxt - data) != _ZERO_VIEW[: nxt - data]:  # a memcmp, not a count
+                if os.pread(fd, nxt - data, data) != _ZERO_VIEW[: nxt - data]:  # a memcmp, not a count
                     try:
-                        os.pwrite(self._fd, bytes(nxt - data), data)
+                        os.pwrite(fd, bytes(nxt - data), data)
                     except OSError as e:
                         raise StoreError(f"cannot write to {self.path}: {e.strerror}") from e
                     cleared += nxt - data
@@ -460,7 +478,26 @@ class MappedFile:
         ``mmap.flush`` (an msync that CPython makes holding the GIL, which stops every thread of the process,
         the broker's event loop among them, for as long as the disk takes), releases the GIL while it waits."""
         if not self.read_only and self.mm is not None:
-            os.fdatasync(self._fd)
+            if self._fd >= 0:
+                os.fdatasync(self._fd)
+                return
+            try:
+                with self._descriptor() as fd:
+                    os.fdatasync(fd)
+            except FileNotFoundError:
+                pass  # deleted meanwhile (retention): nobody reads it any more
+
+    @contextlib.contextmanager
+    def _descriptor(self) -> Iterator[int]:
+        """The file's descriptor: the one held, else one opened for the caller's time (see ``keep_fd``)."""
+        if self._fd >= 0:
+            yield self._fd
+            return
+        fd = os.open(self.path, os.O_RDONLY if self.read_only else os.O_RDWR)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     def is_able_to_flush(self, least_pages: int) -> bool:
         target = self.committed_position
@@ -496,7 +533,9 @@ class MappedFile:
         if self.mm is not None:
             self.mm.close()
             self.mm = None  # type: ignore[assignment]
-            os.close(self._fd)
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
     def destroy(self) -> None:
         self.close()

@@ -29,13 +29,15 @@ RETIRED_GRACE_S = 5.0
 
 class MappedFileQueue:
     def __init__(self, store_path: str | os.PathLike[str], mapped_file_size: int, *,
-                 read_only: bool = False, warm: bool = False) -> None:  # fmt: skip
+                 read_only: bool = False, warm: bool = False, keep_fds: bool = True) -> None:  # fmt: skip
+        """*keep_fds*: each file holds a descriptor besides its mapping (see ``MappedFile``'s ``keep_fd``)."""
         if mapped_file_size <= 0:
             raise StoreError(f"mapped file size must be positive, got {mapped_file_size}")
         self.store_path = Path(store_path)
         self.mapped_file_size = mapped_file_size
         self.read_only = read_only
         self.warm = warm
+        self.keep_fds = keep_fds
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
@@ -73,7 +75,7 @@ class MappedFileQueue:
                     why = ("wrong mappedFileSize setting for this store? give its broker.conf with -c; if the "
                            "setting is right, the file is damaged (truncated?)")  # fmt: skip
                 raise StoreError(f"{p}: {size} bytes, expected {self.mapped_file_size}: {why}")
-            mf = MappedFile(p, self.mapped_file_size, read_only=self.read_only)
+            mf = MappedFile(p, self.mapped_file_size, read_only=self.read_only, keep_fd=self.keep_fds)
             mf.set_positions(self.mapped_file_size)
             self.files.append(mf)
         return True
@@ -110,7 +112,8 @@ class MappedFileQueue:
                 if self.allocator is not None:
                     mf = self.allocator(self.store_path, create_offset, self.mapped_file_size)
                 else:
-                    mf = MappedFile.create(self.store_path, create_offset, self.mapped_file_size, warm=self.warm)
+                    mf = MappedFile.create(self.store_path, create_offset, self.mapped_file_size, warm=self.warm,
+                                           keep_fd=self.keep_fds)  # fmt: skip
             except (StoreError, OSError) as e:
                 # A full disk, for one: the caller reports CREATE_MAPEDFILE_FAILED.
                 log.error("cannot create the mapped file at offset %d in %s: %s", create_offset,

@@ -51,6 +51,7 @@ from rocketq.common.codec import decode_record, read_size_and_magic
 from rocketq.common.errors import CorruptRecordError, StoreError
 from rocketq.common.javacompat import hashmap_ordered
 from rocketq.common.json_compat import java_double_str
+from rocketq.common.log_throttle import Throttled
 from rocketq.common.message import (
     PROPERTY_CLUSTER,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -265,6 +266,9 @@ class ReputMessageService:
         self._files_wanted = False
         #: (start, end) of commit-log data that is gone (a file missing between two others), where dispatch stopped
         self.missing: tuple[int, int] | None = None
+        # A failure that repeats at every try (no descriptor left to make a consume-queue file): reported with a
+        # count once in a while, not once a try.
+        self._failures = Throttled(_log)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
@@ -320,7 +324,7 @@ class ReputMessageService:
                 with self._dispatch_lock:
                     self.do_reput(until=until)
             except Exception:  # pragma: no cover - a dispatcher bug must not kill the thread silently
-                _log.exception("dispatch failed at %d", self.reput_from_offset)
+                self._failures.exception("dispatch failed at %d", self.reput_from_offset)
                 time.sleep(0.1)
             stuck = self.reput_from_offset == before
 
@@ -342,7 +346,7 @@ class ReputMessageService:
             if not self.do_reput(budget, make_files=make_files):
                 self.wakeup()
         except Exception:
-            _log.exception("dispatch failed at %d", self.reput_from_offset)
+            self._failures.exception("dispatch failed at %d", self.reput_from_offset)
             self.wakeup()
         finally:
             lock.release()
