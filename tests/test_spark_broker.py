@@ -16,6 +16,7 @@ free ports); Spark's Python workers reach them over loopback. Acceptance of issu
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -595,3 +596,40 @@ def read_upto(query: Any) -> int:
         return 0
     end = progress["sources"][0]["endOffset"]
     return sum((json.loads(end) if isinstance(end, str) else end).values())
+
+
+def test_a_broker_out_of_reach_for_a_while_is_waited_for(caplog: pytest.LogCaptureFixture) -> None:
+    """A call that cannot reach the broker (restarting, failing over) is tried again for brokerRetrySeconds, as
+    RocketMQ's consumers pull again later: a streaming query's micro-batch waits instead of the query ending."""
+    from rocketq.client.errors import BrokerUnreachableError
+    from rocketq.spark.broker_source import PatientConsumer
+
+    class Flaky:
+        def __init__(self, failures: int) -> None:
+            self.failures = failures
+            self.calls = 0
+
+        def max_offset(self, mq: Any) -> int:
+            self.calls += 1
+            if self.calls <= self.failures:
+                raise BrokerUnreachableError("connect to 127.0.0.1:10911 failed: connection refused")
+            return 42
+
+        def shutdown(self) -> str:
+            return "not retried"
+
+    flaky = Flaky(2)
+    with caplog.at_level(logging.WARNING, logger="rocketq.spark"):
+        assert PatientConsumer(flaky, 30).max_offset(None) == 42  # type: ignore[arg-type]
+    assert flaky.calls == 3 and sum("trying again" in r.getMessage() for r in caplog.records) == 2
+    impatient = PatientConsumer(Flaky(1), 0)  # type: ignore[arg-type]
+    with pytest.raises(BrokerUnreachableError):
+        impatient.max_offset(None)
+    assert impatient.shutdown() == "not retried"
+    begin = time.monotonic()
+    with pytest.raises(BrokerUnreachableError):
+        PatientConsumer(Flaky(100), 1.2).max_offset(None)  # type: ignore[arg-type]
+    assert 1.0 < time.monotonic() - begin < 5
+    with pytest.raises(OptionError, match="brokerRetrySeconds"):
+        parse_broker_options({"namesrv": "127.0.0.1:9876", "topic": "T", "brokerretryseconds": "-1"},
+                             streaming=True)  # fmt: skip

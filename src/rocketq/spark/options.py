@@ -62,6 +62,8 @@ option                       meaning
                              committed to it
 ``pullBatchSize``            messages asked per pull (32; the broker caps a pull at 32 too)
 ``batchRows``                rows per Arrow batch (as for a store)
+``brokerRetrySeconds``       how long a call waits for a broker or name server it cannot reach
+                             (refused, lost, timed out) before the read fails (60; 0: at once)
 ===========================  ===============================================================
 
 **A broker, written** (:class:`SinkOptions`, :func:`parse_sink_options`): ``namesrv``;
@@ -102,8 +104,8 @@ _STORE_READ: Final = ("path", "conf", "topics", "topicPattern", "queues", "start
                       "startTime", "endTime", "mode", "corruptRecordsPath", "checkCRC", "maxPartitionBytes",
                       "maxUnitsPerPartition", "batchRows")  # fmt: skip
 _BROKER_READ: Final = ("namesrv", "topic", "queues", "startingOffsets", "endingOffsets", "maxMessagesPerTrigger",
-                       "maxMessagesPerPartition", "failOnDataLoss", "consumerGroup", "pullBatchSize",
-                       "batchRows")  # fmt: skip
+                       "maxMessagesPerPartition", "failOnDataLoss", "consumerGroup", "pullBatchSize", "batchRows",
+                       "brokerRetrySeconds")  # fmt: skip
 _BROKER_WRITE: Final = ("namesrv", "topic", "producerGroup", "sendBatchSize", "sendTimeout", "sendRetries")
 _USES: Final = {"a store read": _STORE_READ, "a broker read": _BROKER_READ, "a write": _BROKER_WRITE}
 
@@ -351,6 +353,7 @@ DEFAULT_PRODUCER_GROUP: Final = "rocketq-spark-writer"
 DEFAULT_PARTITION_MESSAGES: Final = 100_000
 DEFAULT_PULL_BATCH: Final = 32
 DEFAULT_SEND_BATCH: Final = 32
+DEFAULT_BROKER_RETRY_S: Final = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,6 +369,7 @@ class BrokerOptions:
     consumer_group: str = DEFAULT_CONSUMER_GROUP
     pull_batch_size: int = DEFAULT_PULL_BATCH
     batch_rows: int = DEFAULT_BATCH_ROWS
+    broker_retry_seconds: float = DEFAULT_BROKER_RETRY_S
 
     def queue_matches(self, queue_id: int) -> bool:
         return self.queues is None or queue_id in self.queues
@@ -429,6 +433,15 @@ def parse_broker_options(options: Mapping[str, str], *, streaming: bool) -> Brok
         if other:
             raise OptionError(f"option {key}: topic {sorted(other)[0]!r} is not read (option topic: {topics_raw})")
     per_trigger = _text(opts, "maxMessagesPerTrigger")
+    retry_raw = _text(opts, "brokerRetrySeconds")
+    retry = DEFAULT_BROKER_RETRY_S
+    if retry_raw is not None:
+        try:
+            retry = float(retry_raw)
+        except ValueError:
+            retry = -1.0
+        if not 0 <= retry < float("inf"):
+            raise OptionError(f"option brokerRetrySeconds: expected seconds >= 0, got {retry_raw!r}")
     return BrokerOptions(
         namesrv=namesrv,
         topics=topics,
@@ -441,6 +454,7 @@ def parse_broker_options(options: Mapping[str, str], *, streaming: bool) -> Brok
         consumer_group=_text(opts, "consumerGroup") or DEFAULT_CONSUMER_GROUP,
         pull_batch_size=_positive(opts, "pullBatchSize", DEFAULT_PULL_BATCH),
         batch_rows=_positive(opts, "batchRows", DEFAULT_BATCH_ROWS),
+        broker_retry_seconds=retry,
     )
 
 
