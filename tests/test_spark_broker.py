@@ -413,6 +413,39 @@ def test_partition_writer_sends_only_what_is_missing(broker: Broker) -> None:
     assert row_key(key_prefix("w", "7", 1), 0) != row_key(key_prefix("w", "8", 1), 0)
 
 
+def test_a_partition_writer_waits_for_a_broker_out_of_reach(broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sends refused while the broker restarts are tried again for brokerRetrySeconds (each time after looking up
+    whether the last one arrived), not counted against sendRetries; with no patience the task fails."""
+    from rocketq.client.errors import BrokerUnreachableError
+    from rocketq.spark import broker_sink
+
+    monkeypatch.setattr(broker_sink, "UNREACHABLE_WAIT", 0.05)
+    topic = broker.topic("Patient", queues=1)
+    rows = [{"body": f"w-{i}".encode()} for i in range(3)]
+    opts = parse_sink_options({"namesrv": broker.addr, "topic": topic, "sendRetries": "0"})
+    writer = PartitionWriter(opts, "w", "1", 0)
+    real_send = writer._send
+    refusals = [5]
+
+    def restarting(msgs: Any, queue_id: int | None) -> None:
+        if refusals[0]:
+            refusals[0] -= 1
+            raise BrokerUnreachableError("connect to the broker failed: connection refused")
+        real_send(msgs, queue_id)
+
+    writer._send = restarting  # type: ignore[method-assign]
+    report = writer.write(iter(rows))
+    assert report.sent == 3 and refusals == [0]
+    broker.settle()
+    assert read_broker_counts(broker, topic) == Counter({f"w-{i}".encode(): 1 for i in range(3)})
+    impatient = PartitionWriter(parse_sink_options({"namesrv": broker.addr, "topic": topic, "sendRetries": "0",
+                                                    "brokerRetrySeconds": "0"}), "w", "2", 0)  # fmt: skip
+    refusals[0] = 1
+    impatient._send = restarting  # type: ignore[method-assign]
+    with pytest.raises(SinkError, match="failed 1 times"):
+        impatient.write(iter(rows))
+
+
 def test_a_partition_with_a_bad_row_sends_nothing(broker: Broker) -> None:
     """Every row is checked before the first send: a body over the producer's limit, or a queue the topic does
     not have, fails the partition with nothing of it stored."""

@@ -117,6 +117,7 @@ _SET_BY_SINK = frozenset({PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MES
 _DELIVERED_DELAY = (PROPERTY_DELAY_TIME_LEVEL, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID)
 MAX_REQUEST_BYTES = 1 << 20  # bodies per SEND_BATCH_MESSAGE, well under the broker's 4 MiB
 IN_DOUBT_WAIT = 0.5  # seconds for the broker's index to catch up with a send that got no answer
+UNREACHABLE_WAIT = 2.0  # seconds between tries while the broker cannot be reached (option brokerRetrySeconds)
 
 
 class SinkError(RocketqError):
@@ -259,10 +260,18 @@ class PartitionWriter:
         """Whether the broker's index has *msg*'s ``UNIQ_KEY`` in its topic."""
         self.report.lookups += 1
         key = msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
-        try:
-            return bool(self.lookup.query_message_by_unique_key(msg.topic, key))
-        except NoRouteError:
-            return False  # the topic does not exist yet: nothing of it was stored
+        deadline = time.monotonic() + self.opts.broker_retry_seconds
+        while True:
+            try:
+                return bool(self.lookup.query_message_by_unique_key(msg.topic, key))
+            except NoRouteError:
+                return False  # the topic does not exist yet: nothing of it was stored
+            except (ConnectionError, TimeoutError) as e:  # the broker out of reach: asked again for a while
+                if time.monotonic() >= deadline:
+                    raise SinkError(f"looking up what {msg.topic} holds failed: {e} (for brokerRetrySeconds="
+                                    f"{self.opts.broker_retry_seconds:g} s)") from e  # fmt: skip
+                log.warning("rocketq sink: the broker is out of reach (%s); asking again", e)
+                time.sleep(UNREACHABLE_WAIT)
 
     def stored_prefix(self, msgs: Sequence[Message]) -> int:
         """How many of *msgs*, from the first, an earlier attempt stored (they are always a prefix)."""
@@ -338,8 +347,10 @@ class PartitionWriter:
 
     def _send_settled(self, msgs: Sequence[Message], queue_id: int | None,
                       sleep: Callable[[float], None] = time.sleep) -> None:  # fmt: skip
-        """Send one request; when its outcome is unknown, look before sending it again."""
+        """Send one request; when its outcome is unknown, look before sending it again. A broker out of reach
+        (connection refused or lost) is waited for up to ``brokerRetrySeconds`` without counting as a retry."""
         attempt = 0
+        deadline: float | None = None  # when the broker has been out of reach too long
         while True:
             try:
                 self._send(msgs, queue_id)
@@ -347,6 +358,16 @@ class PartitionWriter:
             except InvalidMessageError as e:
                 raise SinkError(f"{msgs[0].topic}: {e}") from None
             except ClientError as e:
+                if isinstance(e, ConnectionError):  # refused or lost (a timeout is a send in doubt, below)
+                    now = time.monotonic()
+                    deadline = now + self.opts.broker_retry_seconds if deadline is None else deadline
+                    if now < deadline:
+                        log.warning("rocketq sink: a send to %s failed (%s); waiting for the broker",
+                                    msgs[0].topic, e)  # fmt: skip
+                        sleep(UNREACHABLE_WAIT)
+                        if self.stored(msgs[-1]):  # (which waits for the broker too)
+                            return
+                        continue
                 if attempt >= self.opts.send_retries:
                     raise SinkError(f"sending {len(msgs)} messages to {msgs[0].topic} failed {attempt + 1} times: "
                                     f"{e}") from e  # fmt: skip

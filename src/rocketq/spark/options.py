@@ -70,7 +70,8 @@ option                       meaning
 ``topic`` (for rows without a ``topic`` column or with a null one); ``producerGroup``
 (``rocketq-spark-writer``); ``sendBatchSize`` (messages per SEND_BATCH_MESSAGE, 32);
 ``sendTimeout`` (seconds per send, 3); ``sendRetries`` (retries of a send whose outcome is
-unknown, after checking that it did not arrive, 3).
+unknown, after checking that it did not arrive, 3); ``brokerRetrySeconds`` (as for reads: a broker
+out of reach is waited for, 60).
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ _STORE_READ: Final = ("path", "conf", "topics", "topicPattern", "queues", "start
 _BROKER_READ: Final = ("namesrv", "topic", "queues", "startingOffsets", "endingOffsets", "maxMessagesPerTrigger",
                        "maxMessagesPerPartition", "failOnDataLoss", "consumerGroup", "pullBatchSize", "batchRows",
                        "brokerRetrySeconds")  # fmt: skip
-_BROKER_WRITE: Final = ("namesrv", "topic", "producerGroup", "sendBatchSize", "sendTimeout", "sendRetries")
+_BROKER_WRITE: Final = ("namesrv", "topic", "producerGroup", "sendBatchSize", "sendTimeout", "sendRetries",
+                        "brokerRetrySeconds")  # fmt: skip
 _USES: Final = {"a store read": _STORE_READ, "a broker read": _BROKER_READ, "a write": _BROKER_WRITE}
 
 
@@ -383,6 +385,7 @@ class SinkOptions:
     send_batch_size: int = DEFAULT_SEND_BATCH
     send_timeout: float = 3.0
     send_retries: int = 3
+    broker_retry_seconds: float = DEFAULT_BROKER_RETRY_S
 
 
 def _namesrv(opts: Mapping[str, str]) -> str:
@@ -433,15 +436,6 @@ def parse_broker_options(options: Mapping[str, str], *, streaming: bool) -> Brok
         if other:
             raise OptionError(f"option {key}: topic {sorted(other)[0]!r} is not read (option topic: {topics_raw})")
     per_trigger = _text(opts, "maxMessagesPerTrigger")
-    retry_raw = _text(opts, "brokerRetrySeconds")
-    retry = DEFAULT_BROKER_RETRY_S
-    if retry_raw is not None:
-        try:
-            retry = float(retry_raw)
-        except ValueError:
-            retry = -1.0
-        if not 0 <= retry < float("inf"):
-            raise OptionError(f"option brokerRetrySeconds: expected seconds >= 0, got {retry_raw!r}")
     return BrokerOptions(
         namesrv=namesrv,
         topics=topics,
@@ -454,8 +448,22 @@ def parse_broker_options(options: Mapping[str, str], *, streaming: bool) -> Brok
         consumer_group=_text(opts, "consumerGroup") or DEFAULT_CONSUMER_GROUP,
         pull_batch_size=_positive(opts, "pullBatchSize", DEFAULT_PULL_BATCH),
         batch_rows=_positive(opts, "batchRows", DEFAULT_BATCH_ROWS),
-        broker_retry_seconds=retry,
+        broker_retry_seconds=_retry_seconds(opts),
     )
+
+
+def _retry_seconds(opts: Mapping[str, str]) -> float:
+    """Option ``brokerRetrySeconds``: seconds >= 0."""
+    raw = _text(opts, "brokerRetrySeconds")
+    if raw is None:
+        return DEFAULT_BROKER_RETRY_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise OptionError(f"option brokerRetrySeconds: expected seconds >= 0, got {raw!r}")
+    return value
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -484,4 +492,5 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         send_batch_size=_positive(opts, "sendBatchSize", DEFAULT_SEND_BATCH),
         send_timeout=timeout,
         send_retries=retries,
+        broker_retry_seconds=_retry_seconds(opts),
     )
