@@ -343,3 +343,26 @@ def test_a_crashed_store_is_read_up_to_where_recovery_ends_it(spark: Any, tmp_pa
     assert code == 0 and dumped[-1]["uniqKey"] in out, err
     code, out, err = run(capsys, "spark", "rebuild", store, "-c", conf, "-q")
     assert code == 1 and f"'rocketq store verify {store}' tells more" in err
+
+
+def test_a_job_in_a_thread_without_an_active_session_uses_the_running_one(spark: Any) -> None:
+    """PySpark keeps the active session per thread (an interrupted call can also leave it unset): a job run
+    there used to build a session of its own over the running context, and stop that context when it ended."""
+    import threading
+
+    from pyspark.sql import SparkSession
+
+    from rocketq.spark.session import get_session
+
+    got: dict[str, Any] = {}
+
+    def job() -> None:
+        got["active"] = SparkSession.getActiveSession()
+        got["session"], got["created"] = get_session(None)
+
+    worker = threading.Thread(target=job)
+    worker.start()
+    worker.join(60)
+    assert got["active"] is None  # the case this is about
+    assert got["created"] is False and got["session"].sparkContext is spark.sparkContext
+    assert spark.range(3).count() == 3

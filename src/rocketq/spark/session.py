@@ -86,6 +86,12 @@ def entry_script() -> Path:
     return Path(__file__).resolve().parent / "__main__.py"
 
 
+def _context_running() -> bool:
+    from pyspark import SparkContext
+
+    return getattr(SparkContext, "_active_spark_context", None) is not None
+
+
 def get_session(master: str | None = None, app_name: str = "rocketq", conf: Mapping[str, str] | None = None,
                 ship: bool | None = None) -> tuple[Any, bool]:  # fmt: skip
     """The session to run a job in, and whether it was created here (the caller stops only those).
@@ -98,6 +104,10 @@ def get_session(master: str | None = None, app_name: str = "rocketq", conf: Mapp
     from rocketq.spark import register_all
 
     active = SparkSession.getActiveSession()
+    if active is None and _context_running():
+        # A session runs, not this thread's active one (PySpark keeps that per thread, and an interrupted call
+        # can leave it unset): that session is used, and not stopped here (it would stop its owner's context).
+        active = SparkSession.builder.getOrCreate()
     if active is not None:
         register_all(active)
         return active, False
