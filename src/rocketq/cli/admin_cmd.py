@@ -38,13 +38,12 @@ from rocketq.client.admin import (
     NotFoundError,
     TopicRouteData,
 )
-from rocketq.common import json_compat
 from rocketq.common.javacompat import hashmap_key_order
 from rocketq.common.message import MessageExt
 from rocketq.common.message_json import host_to_string, message_to_dict
 from rocketq.common.mixall import DLQ_GROUP_TOPIC_PREFIX
-from rocketq.remoting.codes import RequestCode, ResponseCode, version_desc
-from rocketq.remoting.command import create_request, ext_value
+from rocketq.remoting.codes import version_desc
+from rocketq.remoting.command import ext_value
 from rocketq.store.store_config import PROPERTY_ALIASES
 
 #: ``QueryMsgByIdSubCommand``'s producer, which sends a message again.
@@ -332,12 +331,11 @@ async def topic_list(admin: MQAdmin, args: argparse.Namespace) -> None:
         if not cluster and route.broker_datas:
             name = route.broker_datas[0].broker_name
             cluster = next((c for c, names in info.cluster_addr_table.items() if name in names), "")
-        groups: set[str] = set()
-        for _n, addr in route.master_addrs():
-            r = await admin.invoke(addr, create_request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
-            if r.code == ResponseCode.SUCCESS and r.body:
-                groups.update(str(g) for g in (json_compat.loads(r.body) or {}).get("groupList") or ())
-        for group in sorted(groups) or [""]:
+        try:
+            groups = await admin.topic_consumed_by(topic, route)
+        except AdminError:  # a broker that does not say: the topic is listed without groups
+            groups = []
+        for group in groups or [""]:
             rows.append({"cluster": cluster, "topic": topic, "consumerGroup": group})
     if args.json:
         _emit_json({"topics": rows})

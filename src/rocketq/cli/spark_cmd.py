@@ -72,11 +72,12 @@ def _session(args: argparse.Namespace) -> Iterator[Any]:
         found = _OUR_ERROR.search(str(e))
         if found is not None:
             why = found.group(2).strip()
-            hint = "read with option mode=PERMISSIVE to skip corrupt records"  # the data source's words
+            from rocketq.spark.store_scan import PERMISSIVE_HINT  # (pyspark is there: a job ran)
+
             if getattr(args, "permissive", None) is False:  # a job with the option: its name
-                why = why.replace(hint, "give --permissive to skip corrupt records")
+                why = why.replace(PERMISSIVE_HINT, "give --permissive to skip corrupt records")
             elif not hasattr(args, "permissive"):  # rebuild: nothing may be skipped
-                why = why.replace(hint, f"'rocketq store verify {args.dir}' tells more")
+                why = why.replace(PERMISSIVE_HINT, f"'rocketq store verify {args.dir}' tells more")
             raise CommandError(why) from None
         from pyspark.errors import PySparkException
 

@@ -503,11 +503,11 @@ class MQAdmin:
         self.check(last, f"connections of group {group!r}")
         raise AdminError(f"connections of group {group!r}: unexpected answer {last.code}")
 
-    async def topic_consumed_by(self, topic: str) -> list[str]:
-        """``queryTopicConsumeByWho``: the groups the masters of *topic* know to consume it, online or with
-        committed offsets (QUERY_TOPIC_CONSUME_BY_WHO), sorted."""
+    async def topic_consumed_by(self, topic: str, route: TopicRouteData | None = None) -> list[str]:
+        """``queryTopicConsumeByWho``: the groups the masters of *topic* (of its *route*, when known already) know
+        to consume it, online or with committed offsets (QUERY_TOPIC_CONSUME_BY_WHO), sorted."""
         groups: set[str] = set()
-        for _name, addr in (await self.topic_route(topic)).master_addrs():
+        for _name, addr in (route or await self.topic_route(topic)).master_addrs():
             r = await self.invoke(addr, create_request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic}))
             body = self.check(r, f"groups consuming {topic!r} on {addr}").body
             groups.update(str(g) for g in as_mapping(json_compat.loads(body or b"{}")).get("groupList") or ())

@@ -7,7 +7,8 @@ the clients here are made on first use in a process and kept (keyed by the proce
 forked process cannot use its parent's event-loop thread): :func:`pull_consumer` and
 :func:`producer` (:mod:`rocketq.client.blocking`). They go with the process; :func:`close_all`
 stops them earlier, each within a bounded time (:func:`close_quietly`), so that a client whose shutdown
-does not finish cannot hold a Spark task or a test.
+does not finish cannot hold a Spark task or a test. :class:`PatientConsumer` wraps a pull consumer so that
+its calls wait for a broker out of reach (the source's reads, the sink's lookups).
 
 Nothing here is needed for correctness: a pooled client is the same client a task would have made.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -84,3 +86,41 @@ def close_all(timeout: float = CLOSE_TIMEOUT) -> None:
         clients = [_CLIENTS.pop(k) for k in mine]
     for client in clients:
         close_quietly(client, timeout)
+
+
+class PatientConsumer:
+    """A pull consumer whose calls are tried again while the broker or name server cannot be reached (a
+    connection refused or lost, a timeout), for up to *patience* seconds from the first failure of a call: a
+    broker restarting, or failing over, holds a query's micro-batches and tasks up for that long, as RocketMQ's
+    own consumers pull again after ``pullTimeDelayMillsWhenException``, instead of ending the query."""
+
+    def __init__(self, consumer: BlockingPullConsumer, patience: float) -> None:
+        self._consumer = consumer
+        self._patience = patience
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._consumer, name)
+        if name not in _RETRIED or not callable(attr):
+            return attr
+
+        def patiently(*args: Any, **kwargs: Any) -> Any:
+            deadline = time.monotonic() + self._patience
+            delay = 0.5
+            while True:
+                try:
+                    return attr(*args, **kwargs)
+                except (ConnectionError, TimeoutError) as e:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise
+                    log.warning("rocketq: %s: %s; trying again for %.0f s more (option brokerRetrySeconds)",
+                                name, e, left)  # fmt: skip
+                    time.sleep(min(delay, left))
+                    delay = min(delay * 2, 5.0)
+
+        return patiently
+
+
+#: The calls :class:`PatientConsumer` tries again.
+_RETRIED = frozenset({"fetch_subscribe_message_queues", "max_offset", "min_offset", "pull",
+                      "query_message_by_unique_key"})

@@ -91,6 +91,7 @@ from rocketq.common.message import (
     Message,
 )
 from rocketq.spark import broker_clients
+from rocketq.spark.broker_clients import PatientConsumer
 from rocketq.spark.options import OptionError, SinkOptions
 from rocketq.store.dump import PULL_ADDED_PROPERTIES
 
@@ -253,25 +254,22 @@ class PartitionWriter:
 
     @property
     def lookup(self) -> BlockingPullConsumer:
-        return broker_clients.pull_consumer(self.opts.namesrv, self.opts.producer_group)
+        """The lookups' consumer, patient with a broker out of reach (``brokerRetrySeconds``)."""
+        consumer = broker_clients.pull_consumer(self.opts.namesrv, self.opts.producer_group)
+        return PatientConsumer(consumer, self.opts.broker_retry_seconds)  # type: ignore[return-value]
 
     # --- the protocol ---------------------------------------------------------------------------------
     def stored(self, msg: Message) -> bool:
         """Whether the broker's index has *msg*'s ``UNIQ_KEY`` in its topic."""
         self.report.lookups += 1
         key = msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
-        deadline = time.monotonic() + self.opts.broker_retry_seconds
-        while True:
-            try:
-                return bool(self.lookup.query_message_by_unique_key(msg.topic, key))
-            except NoRouteError:
-                return False  # the topic does not exist yet: nothing of it was stored
-            except (ConnectionError, TimeoutError) as e:  # the broker out of reach: asked again for a while
-                if time.monotonic() >= deadline:
-                    raise SinkError(f"looking up what {msg.topic} holds failed: {e} (for brokerRetrySeconds="
-                                    f"{self.opts.broker_retry_seconds:g} s)") from e  # fmt: skip
-                log.warning("rocketq sink: the broker is out of reach (%s); asking again", e)
-                time.sleep(UNREACHABLE_WAIT)
+        try:
+            return bool(self.lookup.query_message_by_unique_key(msg.topic, key))
+        except NoRouteError:
+            return False  # the topic does not exist yet: nothing of it was stored
+        except (ConnectionError, TimeoutError) as e:  # out of reach for longer than the lookup waited
+            raise SinkError(f"looking up what {msg.topic} holds failed: {e} (for brokerRetrySeconds="
+                            f"{self.opts.broker_retry_seconds:g} s)") from e  # fmt: skip
 
     def stored_prefix(self, msgs: Sequence[Message]) -> int:
         """How many of *msgs*, from the first, an earlier attempt stored (they are always a prefix)."""

@@ -59,6 +59,7 @@ from rocketq.common.message import (
 )
 from rocketq.common.message_json import host_to_string
 from rocketq.spark import broker_clients
+from rocketq.spark.broker_clients import PatientConsumer
 from rocketq.spark.options import EARLIEST, LATEST, BrokerOptions
 from rocketq.spark.record_decoder import ARROW_SCHEMA, COLUMNS, timestamp_array
 from rocketq.store.dump import PULL_ADDED_PROPERTIES
@@ -114,43 +115,6 @@ def consumer_of(opts: BrokerOptions) -> BlockingPullConsumer:
     with a broker or name server that cannot be reached for a while (:class:`PatientConsumer`)."""
     return PatientConsumer(broker_clients.pull_consumer(opts.namesrv, opts.consumer_group),  # type: ignore[return-value]
                            opts.broker_retry_seconds)  # fmt: skip
-
-
-class PatientConsumer:
-    """A pull consumer whose calls are tried again while the broker or name server cannot be reached (a
-    connection refused or lost, a timeout), for up to *patience* seconds from the first failure of a call: a
-    broker restarting, or failing over, holds a query's micro-batches and tasks up for that long, as RocketMQ's
-    own consumers pull again after ``pullTimeDelayMillsWhenException``, instead of ending the query."""
-
-    def __init__(self, consumer: BlockingPullConsumer, patience: float) -> None:
-        self._consumer = consumer
-        self._patience = patience
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._consumer, name)
-        if name not in _RETRIED or not callable(attr):
-            return attr
-
-        def patiently(*args: Any, **kwargs: Any) -> Any:
-            deadline = time.monotonic() + self._patience
-            delay = 0.5
-            while True:
-                try:
-                    return attr(*args, **kwargs)
-                except (ConnectionError, TimeoutError) as e:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise
-                    log.warning("rocketq: %s: %s; trying again for %.0f s more (option brokerRetrySeconds)",
-                                name, e, left)  # fmt: skip
-                    time.sleep(min(delay, left))
-                    delay = min(delay * 2, 5.0)
-
-        return patiently
-
-
-#: The calls :class:`PatientConsumer` tries again.
-_RETRIED = frozenset({"fetch_subscribe_message_queues", "max_offset", "min_offset", "pull"})
 
 
 # ============================================================================ the queues of the topics

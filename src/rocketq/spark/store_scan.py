@@ -51,6 +51,8 @@ log = logging.getLogger("rocketq.spark")
 _LEN_MAGIC = struct.Struct(">ii")
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 MAX_BATCH_BYTES = 64 << 20
+#: What a corrupt record's error adds (the command-line jobs say it in their own terms).
+PERMISSIVE_HINT: Final = "read with option mode=PERMISSIVE to skip corrupt records"
 _SHOWN_OFFSETS = 100
 
 
@@ -316,7 +318,7 @@ class Damage:
         if not self.permissive:
             c = found[0]
             raise CorruptRecordError(
-                f"{c} ({self.part.describe()}); read with option mode=PERMISSIVE to skip corrupt records"
+                f"{c} ({self.part.describe()}); {PERMISSIVE_HINT}"
             )
         self.count += len(found)
         for c in found[: max(0, _SHOWN_OFFSETS - len(self.offsets))]:

@@ -478,13 +478,10 @@ class MappedFile:
         ``mmap.flush`` (an msync that CPython makes holding the GIL, which stops every thread of the process,
         the broker's event loop among them, for as long as the disk takes), releases the GIL while it waits."""
         if not self.read_only and self.mm is not None:
-            if self._fd >= 0:
-                os.fdatasync(self._fd)
-                return
             try:
                 with self._descriptor() as fd:
                     os.fdatasync(fd)
-            except FileNotFoundError:
+            except FileNotFoundError:  # (only a file that holds no descriptor opens one here)
                 pass  # deleted meanwhile (retention): nobody reads it any more
 
     @contextlib.contextmanager
